@@ -1,0 +1,72 @@
+"""Helpers shared by the `genmem` sub-commands: JSON output, readable input files, errors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CLIError", "emit", "fail", "iter_jsonl", "positive_int", "read_text_jsonl"]
+
+
+class CLIError(Exception):
+    """A bad command-line input found after parsing; printed as one line, exit code 2."""
+
+
+def emit(obj: Any, *, as_json: bool, text: str | None = None) -> None:
+    """Print ``obj`` as JSON (for scripts) or ``text`` (for people)."""
+    if as_json:
+        print(json.dumps(obj, ensure_ascii=False, default=str))
+    else:
+        print(text if text is not None else json.dumps(obj, indent=2, ensure_ascii=False))
+
+
+def positive_int(value: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} must be >= 1")
+    return n
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, object)`` for each non-blank line; bad lines raise CLIError."""
+    p = Path(path)
+    if not p.is_file():
+        raise CLIError(f"input file {str(p)!r} does not exist")
+    with p.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise CLIError(f"{p}:{lineno}: not valid JSON ({exc.msg})") from None
+            if not isinstance(obj, dict):
+                raise CLIError(f"{p}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+            yield lineno, obj
+
+
+def read_text_jsonl(path: str | Path, field: str = "text") -> list[dict[str, Any]]:
+    """Read a JSONL whose every object has a non-empty string ``field``."""
+    rows = []
+    for lineno, obj in iter_jsonl(path):
+        value = obj.get(field)
+        if not isinstance(value, str) or not value.strip():
+            raise CLIError(f"{path}:{lineno}: needs a non-empty string field {field!r}")
+        rows.append(obj)
+    if not rows:
+        raise CLIError(f"input file {str(path)!r} holds no records")
+    return rows
+
+
+def fail(message: str, code: int = 1) -> int:
+    """Print one error line to stderr and return the exit code."""
+    print(f"genmem: error: {message}", file=sys.stderr)
+    return code

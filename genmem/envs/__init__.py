@@ -1,0 +1,3 @@
+"""Tasks, environments, scorers and benchmark runners (issue 5). Bundled data lives in `data/`."""
+
+__all__: list[str] = []

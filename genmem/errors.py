@@ -1,0 +1,134 @@
+"""Typed errors for GenMem.
+
+Every error derives from :class:`GenMemError` and from the built-in exception that fits it, so
+callers can catch either. Each carries the offending value as attributes and its message says
+what was wrong, the rule, and the fix.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "BankExists",
+    "BankNotFound",
+    "CodebookError",
+    "CodebookMismatch",
+    "EncoderUnavailable",
+    "GenMemError",
+    "IntegrityError",
+    "InvalidBankURL",
+    "InvalidSID",
+    "InvalidUpdate",
+    "ReadOnlyBank",
+    "SlotEmpty",
+    "SlotOccupied",
+    "VersionConflict",
+]
+
+
+class GenMemError(Exception):
+    """Root of every error GenMem raises on purpose."""
+
+
+class InvalidSID(GenMemError, ValueError):
+    """A Symbolic Identifier that does not parse or does not fit its codebook spec."""
+
+    def __init__(self, message: str, *, text: Any = None, token: str | None = None) -> None:
+        super().__init__(message)
+        self.text = text
+        self.token = token
+
+
+class CodebookError(GenMemError, ValueError):
+    """Codebooks that cannot be fitted, loaded or used as asked."""
+
+
+class CodebookMismatch(GenMemError, ValueError):
+    """A bank built with one codebook was handed another (frozen means frozen)."""
+
+    def __init__(self, message: str, *, expected: str | None, got: str | None) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.got = got
+
+
+class EncoderUnavailable(GenMemError, RuntimeError):
+    """The text encoder cannot be loaded from local files (nothing is downloaded)."""
+
+
+class InvalidBankURL(GenMemError, ValueError):
+    """A bank location that is not one of the supported URL forms."""
+
+    def __init__(self, message: str, *, url: str) -> None:
+        super().__init__(message)
+        self.url = url
+
+
+class BankNotFound(GenMemError, LookupError):
+    """The named bank does not exist in the store."""
+
+    def __init__(self, message: str, *, bank_id: str) -> None:
+        super().__init__(message)
+        self.bank_id = bank_id
+
+    def __str__(self) -> str:  # LookupError would quote the message like a KeyError
+        return self.args[0]
+
+
+class BankExists(GenMemError, ValueError):
+    """A bank with that id already exists and the caller asked for a new one."""
+
+    def __init__(self, message: str, *, bank_id: str) -> None:
+        super().__init__(message)
+        self.bank_id = bank_id
+
+
+class ReadOnlyBank(GenMemError, PermissionError):
+    """A write was attempted on a snapshot or another read-only bank."""
+
+    def __init__(self, message: str, *, bank_id: str) -> None:
+        super().__init__(message)
+        self.bank_id = bank_id
+
+
+class InvalidUpdate(GenMemError, ValueError):
+    """An update record that is malformed: unknown op, empty insert, oversize payload."""
+
+
+class SlotOccupied(GenMemError, ValueError):
+    """`insert` at an SID that already holds an entry."""
+
+    def __init__(self, message: str, *, sid: str, version: int) -> None:
+        super().__init__(message)
+        self.sid = sid
+        self.version = version
+
+
+class SlotEmpty(GenMemError, LookupError):
+    """`revise` at an SID that holds no entry."""
+
+    def __init__(self, message: str, *, sid: str) -> None:
+        super().__init__(message)
+        self.sid = sid
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class VersionConflict(GenMemError, RuntimeError):
+    """`revise(expected_version=...)` found another version at the slot."""
+
+    def __init__(self, message: str, *, sid: str, expected: int, actual: int | None) -> None:
+        super().__init__(message)
+        self.sid = sid
+        self.expected = expected
+        self.actual = actual
+
+
+class IntegrityError(GenMemError, RuntimeError):
+    """A bank's stored state breaks one of its invariants (found by `check()`)."""
+
+    def __init__(self, message: str, *, problems: list[str]) -> None:
+        super().__init__(message)
+        self.problems = problems

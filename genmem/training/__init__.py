@@ -1,0 +1,3 @@
+"""SID alignment SFT, mid-training and GRPO on graph-executed rollouts (issue 7)."""
+
+__all__: list[str] = []
