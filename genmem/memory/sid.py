@@ -113,9 +113,7 @@ class SIDSpec:
     def form(self) -> str:
         """A human-readable template, e.g. ``<SID_L1_a><SID_L2_b><SID_L3_c><SID_L4_d>``."""
         letters = "abcdefghijklmnopqrstuvwxyz"
-        return "".join(
-            f"<SID_L{i}_{letters[(i - 1) % 26]}>" for i in range(1, self.levels + 1)
-        )
+        return "".join(f"<SID_L{i}_{letters[(i - 1) % 26]}>" for i in range(1, self.levels + 1))
 
     def regex(self) -> str:
         """A regular expression (no anchors) matching exactly the canonical SIDs of this spec."""
@@ -123,9 +121,7 @@ class SIDSpec:
 
     @cached_property
     def _regex(self) -> str:
-        return "".join(
-            f"<SID_L{i}_{_number_alternation(n)}>" for i, n in enumerate(self.sizes, 1)
-        )
+        return "".join(f"<SID_L{i}_{_number_alternation(n)}>" for i, n in enumerate(self.sizes, 1))
 
     @cached_property
     def _compiled(self) -> re.Pattern[str]:

@@ -1,0 +1,529 @@
+"""The SID-keyed bank: one codebook hash plus entries keyed by SID, with full history.
+
+Semantics (the same on every backend):
+
+* ``insert(sid, payload)`` fills an empty slot (never used, or freed by a deletion); a
+  non-empty payload is required; an occupied slot raises :class:`SlotOccupied`.
+* ``revise(sid, payload)`` needs an occupied slot (else :class:`SlotEmpty`). The same text is a
+  *retention*: logged, no new version. New text is a new version. Empty (or blank) text is a
+  *deletion*: a tombstone version that frees the slot. ``expected_version`` turns the write into
+  a compare-and-set (:class:`VersionConflict`).
+* Nothing is lost: every version stays in ``history``; every write, retentions included, is an
+  event in the append-only log. An update never moves an entry to another SID.
+* ``lookup(sids, k)``: an occupied leaf answers with itself (``match_depth == L``); otherwise the
+  live entries that share the longest prefix with the request (depth ``>= min_depth``), in code
+  order, at most ``k``.
+
+Bad input raises a typed :class:`~genmem.errors.GenMemError` before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, TypeVar
+
+from pydantic import ValidationError
+
+from genmem.errors import (
+    BankExists,
+    CodebookMismatch,
+    IntegrityError,
+    InvalidUpdate,
+    ReadOnlyBank,
+    SlotEmpty,
+    SlotOccupied,
+    VersionConflict,
+)
+from genmem.memory.records import (
+    ApplyResult,
+    BankInfo,
+    BankStats,
+    Entry,
+    Event,
+    Hit,
+    LookupResult,
+    Update,
+    Version,
+)
+from genmem.memory.sid import SID, SIDSpec, coerce_sid
+from genmem.memory.store import BANK_ID_RE, BankStore, RetryableWrite, SlotTx, sort_key
+
+if TYPE_CHECKING:
+    from genmem.memory.rqkmeans import Codebooks
+
+__all__ = ["MAX_PAYLOAD_CHARS", "Bank", "import_bank"]
+
+MAX_PAYLOAD_CHARS = 100_000
+"""Longest payload a bank accepts; an experience is a paragraph, not a document."""
+
+_WRITE_DEADLINE_S = 60.0
+T = TypeVar("T")
+
+
+class Bank:
+    """One bank inside a :class:`BankStore`; obtain it with ``store.bank(id)`` or ``open_bank``."""
+
+    def __init__(self, store: BankStore, info: BankInfo) -> None:
+        self.store = store
+        self.info = info
+        self.spec = SIDSpec(tuple(info.sizes))
+
+    # -- identity ---------------------------------------------------------------------------
+
+    @property
+    def bank_id(self) -> str:
+        """The bank's id inside its store."""
+        return self.info.bank_id
+
+    @property
+    def codebook_hash(self) -> str:
+        """Content hash of the codebooks the bank was built with."""
+        return self.info.codebook_hash
+
+    @property
+    def read_only(self) -> bool:
+        """True for snapshots."""
+        return self.info.read_only
+
+    def __repr__(self) -> str:
+        ro = ", read_only" if self.read_only else ""
+        return f"Bank({self.bank_id!r} in {self.store.url!r}, spec={self.spec}{ro})"
+
+    def sid(self, value: SID | str | Sequence[int]) -> SID:
+        """Parse or check an SID against this bank's spec (InvalidSID on any mismatch)."""
+        return coerce_sid(value, self.spec)
+
+    def check_codebook_hash(self, codebook_hash: str) -> None:
+        """Refuse codebooks other than the ones the bank was built with."""
+        if codebook_hash != self.codebook_hash:
+            raise CodebookMismatch(
+                f"bank {self.bank_id!r} was built with codebooks {self.codebook_hash[:12]}... "
+                f"but codebooks {codebook_hash[:12]}... were given; codebooks are frozen once a "
+                "bank exists: load the bank's own codebook directory or build a new bank",
+                expected=self.codebook_hash,
+                got=codebook_hash,
+            )
+
+    def check_codebook(self, codebooks: Codebooks) -> None:
+        """Refuse codebooks whose hash or spec differs from the bank's."""
+        self.check_codebook_hash(codebooks.hash)
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def get(self, sid: SID | str) -> Entry | None:
+        """The live entry at ``sid``, or None for an empty slot."""
+        v = self.store.current(self.bank_id, self.sid(sid))
+        return None if v is None or v.deleted else Entry.from_version(v)
+
+    def lookup(
+        self, sids: Iterable[SID | str], k: int = 5, *, min_depth: int = 1
+    ) -> list[LookupResult]:
+        """Answer each SID with its exact entry or its nearest occupied relatives (read-only)."""
+        if not isinstance(k, int) or k < 1:
+            raise InvalidUpdate(f"lookup k must be an int >= 1, got {k!r}")
+        if not 0 <= min_depth <= self.spec.levels:
+            raise InvalidUpdate(f"min_depth must be in 0..{self.spec.levels}, got {min_depth}")
+        parsed = [self.sid(s) for s in sids]  # all or nothing: parse before reading
+        return [self._lookup_one(s, k, min_depth) for s in parsed]
+
+    def _lookup_one(self, sid: SID, k: int, min_depth: int) -> LookupResult:
+        levels = self.spec.levels
+        exact = self.store.current(self.bank_id, sid)
+        if exact is not None and not exact.deleted:
+            hit = Hit(
+                sid=exact.sid, match_depth=levels, version=exact.version, payload=exact.payload
+            )
+            return LookupResult(query=str(sid), exact=True, hits=[hit])
+        for depth in range(levels - 1, min_depth - 1, -1):
+            rows = self.store.live(self.bank_id, sid.prefix(depth), k)
+            if rows:
+                hits = [
+                    Hit(sid=v.sid, match_depth=depth, version=v.version, payload=v.payload)
+                    for v in rows
+                ]
+                return LookupResult(query=str(sid), exact=False, hits=hits)
+        return LookupResult(query=str(sid), exact=False, hits=[])
+
+    def entries(self, prefix: SID | str | Sequence[int] = ()) -> list[Entry]:
+        """Live entries under a prefix (all by default), in code order."""
+        return [
+            Entry.from_version(v) for v in self.store.live(self.bank_id, self._prefix(prefix), None)
+        ]
+
+    def occupied(self, prefix: SID | str | Sequence[int] = ()) -> list[SID]:
+        """Occupied SIDs under a prefix (all by default), in code order."""
+        return [
+            self.spec.parse(v.sid)
+            for v in self.store.live(self.bank_id, self._prefix(prefix), None)
+        ]
+
+    def _prefix(self, prefix: SID | str | Sequence[int]) -> tuple[int, ...]:
+        if isinstance(prefix, SID):
+            return self.sid(prefix).codes
+        if isinstance(prefix, str):
+            return self.spec.parse_prefix(prefix)
+        codes = tuple(prefix)
+        self.spec.prefix_string(codes)  # validates range and length
+        return codes
+
+    def history(self, sid: SID | str) -> list[Version]:
+        """Every version ever stored at ``sid``, tombstones included, oldest first."""
+        return self.store.history(self.bank_id, self.sid(sid))
+
+    def events(self, after_seq: int = 0, limit: int | None = None) -> list[Event]:
+        """The operation log after ``after_seq``, oldest first."""
+        return self.store.events(self.bank_id, after_seq, limit)
+
+    def stats(self) -> BankStats:
+        """Entry, version, event and prefix counts."""
+        live = self.store.live(self.bank_id, (), None)
+        codes = [self.spec.parse(v.sid).codes for v in live]
+        prefixes = [len({c[:d] for c in codes}) for d in range(1, self.spec.levels + 1)]
+        counts = self.store.counts(self.bank_id)
+        return BankStats(
+            bank_id=self.bank_id,
+            sizes=list(self.spec.sizes),
+            codebook_hash=self.codebook_hash,
+            read_only=self.read_only,
+            entries=len(live),
+            versions=int(counts["versions"]),  # type: ignore[call-overload]
+            tombstones=int(counts["tombstones"]),  # type: ignore[call-overload]
+            events=int(counts["events"]),  # type: ignore[call-overload]
+            outcomes=dict(counts["outcomes"]),  # type: ignore[call-overload]
+            occupied_prefixes=prefixes,
+            capacity=self.spec.capacity,
+            leaf_utilization=len(live) / self.spec.capacity,
+        )
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def insert(
+        self,
+        sid: SID | str,
+        payload: str,
+        *,
+        actor: str = "api",
+        metadata: dict[str, Any] | None = None,
+    ) -> ApplyResult:
+        """Fill an empty slot with a new entry."""
+        target = self.sid(sid)
+        text = _check_payload(payload)
+        if not text.strip():
+            raise InvalidUpdate(
+                f"insert at {target} needs a non-empty payload; to delete an entry use revise "
+                "with an empty payload"
+            )
+        meta = _check_metadata(metadata)
+
+        def body(tx: SlotTx) -> ApplyResult:
+            cur = tx.current
+            if cur is not None and not cur.deleted:
+                raise SlotOccupied(
+                    f"slot {target} already holds version {cur.version}; use revise to change "
+                    "it, or insert at another SID",
+                    sid=str(target),
+                    version=cur.version,
+                )
+            return self._write(tx, target, "insert", text, actor, meta)
+
+        return self._run_write(target, body)
+
+    def revise(
+        self,
+        sid: SID | str,
+        payload: str,
+        *,
+        expected_version: int | None = None,
+        actor: str = "api",
+        metadata: dict[str, Any] | None = None,
+    ) -> ApplyResult:
+        """Replace, keep (same text) or delete (empty text) the payload of an occupied slot."""
+        target = self.sid(sid)
+        text = _check_payload(payload)
+        meta = _check_metadata(metadata)
+        if expected_version is not None and (
+            isinstance(expected_version, bool)
+            or not isinstance(expected_version, int)
+            or expected_version < 1
+        ):
+            raise InvalidUpdate(f"expected_version must be an int >= 1, got {expected_version!r}")
+
+        def body(tx: SlotTx) -> ApplyResult:
+            cur = tx.current
+            if cur is None or cur.deleted:
+                raise SlotEmpty(
+                    f"slot {target} is empty; revise needs an existing entry: use insert to "
+                    "create one",
+                    sid=str(target),
+                )
+            if expected_version is not None and cur.version != expected_version:
+                raise VersionConflict(
+                    f"slot {target} is at version {cur.version}, not the expected "
+                    f"{expected_version}; read it again and retry the revision",
+                    sid=str(target),
+                    expected=expected_version,
+                    actual=cur.version,
+                )
+            return self._write(tx, target, "revise", text, actor, meta)
+
+        return self._run_write(target, body)
+
+    def apply(self, update: Update | dict[str, Any], *, actor: str = "api") -> ApplyResult:
+        """Apply a validated ``(op, sid, payload)`` update."""
+        if not isinstance(update, Update):
+            try:
+                update = Update.model_validate(update)
+            except ValidationError as exc:
+                raise InvalidUpdate(f"invalid update: {_first_error(exc)}") from None
+        if update.op == "insert":
+            if update.expected_version is not None:
+                raise InvalidUpdate("expected_version applies to revise only, not insert")
+            return self.insert(update.sid, update.payload, actor=actor)
+        return self.revise(
+            update.sid, update.payload, expected_version=update.expected_version, actor=actor
+        )
+
+    def _write(
+        self,
+        tx: SlotTx,
+        sid: SID,
+        op: str,
+        text: str,
+        actor: str,
+        meta: dict[str, Any],
+    ) -> ApplyResult:
+        cur = tx.current
+        live_before = None if cur is None or cur.deleted else cur.version
+        now = time.time()
+        if op == "revise" and cur is not None and text == cur.payload:
+            seq = tx.add_event("revise", "retained", live_before, live_before, now, actor)
+            return ApplyResult(
+                op="revise",
+                outcome="retained",
+                sid=str(sid),
+                version_before=live_before,
+                version_after=live_before,
+                seq=seq,
+            )
+        deleting = op == "revise" and not text.strip()
+        number = 1 if cur is None else cur.version + 1
+        tx.add_version(
+            Version(
+                sid=str(sid),
+                version=number,
+                payload="" if deleting else text,
+                deleted=deleting,
+                created_at=now,
+                actor=actor,
+                metadata=meta,
+            )
+        )
+        outcome = "inserted" if op == "insert" else ("deleted" if deleting else "revised")
+        after = None if deleting else number
+        seq = tx.add_event(op, outcome, live_before, after, now, actor)  # type: ignore[arg-type]
+        return ApplyResult(
+            op=op,  # type: ignore[arg-type]
+            outcome=outcome,  # type: ignore[arg-type]
+            sid=str(sid),
+            version_before=live_before,
+            version_after=after,
+            seq=seq,
+        )
+
+    def _run_write(self, sid: SID, body: Callable[[SlotTx], T]) -> T:
+        if self.read_only:
+            raise ReadOnlyBank(
+                f"bank {self.bank_id!r} is a read-only snapshot; write to {self.info.parent!r}",
+                bank_id=self.bank_id,
+            )
+        deadline = time.monotonic() + _WRITE_DEADLINE_S
+        delay = 0.002
+        while True:
+            try:
+                with self.store.slot_tx(self.bank_id, sid) as tx:
+                    return body(tx)
+            except RetryableWrite:
+                # Another writer held the slot or the database; back off and read again.
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 0.2)
+
+    # -- snapshots, export, integrity ---------------------------------------------------------
+
+    def snapshot(self, name: str) -> Bank:
+        """Freeze the current live entries into a read-only bank ``<bank_id>@<name>``."""
+        if "@" in name or not BANK_ID_RE.fullmatch(name):
+            raise InvalidUpdate(
+                f"snapshot name {name!r} is not allowed; use letters, digits, '_', '.', '-'"
+            )
+        if self.read_only:
+            raise ReadOnlyBank(f"{self.bank_id!r} is already a snapshot", bank_id=self.bank_id)
+        info = BankInfo(
+            bank_id=f"{self.bank_id}@{name}",
+            sizes=list(self.spec.sizes),
+            codebook_hash=self.codebook_hash,
+            created_at=time.time(),
+            read_only=True,
+            parent=self.bank_id,
+        )
+        self.store._snapshot(self.bank_id, info)
+        return self.store.bank(info.bank_id)
+
+    def snapshots(self) -> list[BankInfo]:
+        """Snapshots taken of this bank, oldest first."""
+        snaps = [b for b in self.store.list_banks() if b.parent == self.bank_id]
+        return sorted(snaps, key=lambda b: b.created_at)
+
+    def export_jsonl(self, out: str | Path | IO[str]) -> int:
+        """Write the whole bank (identity, every version, the log) as JSONL; returns lines."""
+        if isinstance(out, (str, Path)):
+            with Path(out).open("w", encoding="utf-8") as fh:
+                return self.export_jsonl(fh)
+        n = 0
+        out.write(json.dumps({"type": "bank", **self.info.model_dump()}) + "\n")
+        n += 1
+        for v in self.store.all_versions(self.bank_id):
+            out.write(json.dumps({"type": "version", **v.model_dump()}, ensure_ascii=False) + "\n")
+            n += 1
+        for e in self.store.events(self.bank_id):
+            out.write(json.dumps({"type": "event", **e.model_dump()}) + "\n")
+            n += 1
+        return n
+
+    def check(self, *, raise_on_error: bool = True) -> list[str]:
+        """Verify the stored invariants; returns the problems (raises IntegrityError if any)."""
+        versions = list(self.store.all_versions(self.bank_id))
+        problems = self.store.storage_problems()
+        problems += _check_content(self.spec, versions, self.store.events(self.bank_id))
+        top: dict[str, int] = {}
+        for v in versions:
+            top[v.sid] = max(top.get(v.sid, 0), v.version)
+        for sid, latest in top.items():
+            cur = self.store.current(self.bank_id, self.spec.parse(sid))
+            if cur is None or cur.version != latest:
+                problems.append(f"{sid}: current pointer is not the latest version {latest}")
+        if problems and raise_on_error:
+            raise IntegrityError(
+                f"bank {self.bank_id!r} fails {len(problems)} integrity checks: {problems[0]}",
+                problems=problems,
+            )
+        return problems
+
+
+def _check_payload(payload: object) -> str:
+    if not isinstance(payload, str):
+        raise InvalidUpdate(f"payload must be a string, got {type(payload).__name__}")
+    if len(payload) > MAX_PAYLOAD_CHARS:
+        raise InvalidUpdate(
+            f"payload has {len(payload)} characters; the limit is {MAX_PAYLOAD_CHARS}: "
+            "condense the experience"
+        )
+    if "\x00" in payload:
+        raise InvalidUpdate("payload contains a NUL character, which no backend can store")
+    return payload
+
+
+def _check_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict):
+        raise InvalidUpdate(f"metadata must be a dict, got {type(metadata).__name__}")
+    try:
+        return json.loads(json.dumps(metadata))
+    except (TypeError, ValueError) as exc:
+        raise InvalidUpdate(f"metadata must be JSON-serialisable: {exc}") from None
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "update"
+    return f"{where}: {err['msg']}"
+
+
+def _check_content(spec: SIDSpec, versions: list[Version], events: list[Event]) -> list[str]:
+    """Invariants of a bank's content, shared by ``check()`` and import."""
+    problems: list[str] = []
+    by_sid: dict[str, list[Version]] = {}
+    for v in versions:
+        try:
+            spec.parse(v.sid)
+        except ValueError as exc:
+            problems.append(f"version of {v.sid!r}: {exc}")
+            continue
+        by_sid.setdefault(v.sid, []).append(v)
+    written: dict[str, set[int]] = {}
+    last_seq = 0
+    for e in events:
+        if e.seq <= last_seq:
+            problems.append(f"event {e.seq} is out of order (after {last_seq})")
+        last_seq = e.seq
+        if e.outcome != "retained" and e.version_after is not None:
+            written.setdefault(e.sid, set()).add(e.version_after)
+        elif e.outcome == "deleted":
+            written.setdefault(e.sid, set()).add((e.version_before or 0) + 1)
+    for sid, vs in by_sid.items():
+        numbers = sorted(v.version for v in vs)
+        if numbers != list(range(1, len(numbers) + 1)):
+            problems.append(f"{sid}: versions {numbers} are not 1..{len(numbers)}")
+        missing = set(numbers) - written.get(sid, set())
+        if missing and events:
+            problems.append(f"{sid}: versions {sorted(missing)} have no event in the log")
+    return problems
+
+
+def import_bank(
+    store: BankStore, source: str | Path | IO[str], *, bank_id: str | None = None
+) -> Bank:
+    """Create a bank from an export (every version and the log); the target must not exist.
+
+    The file is read and validated completely before anything is written, so a bad file or an
+    existing bank changes nothing.
+    """
+    if isinstance(source, (str, Path)):
+        with Path(source).open(encoding="utf-8") as fh:
+            return import_bank(store, fh, bank_id=bank_id)
+    info: BankInfo | None = None
+    versions: list[Version] = []
+    events: list[Event] = []
+    for lineno, line in enumerate(source, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            kind = obj.pop("type")
+            if kind == "bank":
+                info = BankInfo.model_validate(obj)
+            elif kind == "version":
+                versions.append(Version.model_validate(obj))
+            elif kind == "event":
+                events.append(Event.model_validate(obj))
+            else:
+                raise ValueError(f"unknown record type {kind!r}")
+        except (ValueError, KeyError, AttributeError, ValidationError) as exc:
+            msg = _first_error(exc) if isinstance(exc, ValidationError) else str(exc)
+            raise InvalidUpdate(f"export line {lineno}: {msg}") from None
+        if lineno == 1 and info is None:
+            raise InvalidUpdate("export line 1 must be the bank record ({'type': 'bank', ...})")
+    if info is None:
+        raise InvalidUpdate("the export holds no bank record")
+    spec = SIDSpec(tuple(info.sizes))
+    problems = _check_content(spec, versions, events)
+    if problems:
+        raise InvalidUpdate(f"export is inconsistent: {problems[0]}")
+    target = bank_id or info.bank_id
+    target_info = info.model_copy(
+        update={"bank_id": target, "read_only": False, "parent": None, "snapshot_seq": None}
+    )
+    if store.get_info(target) is not None:
+        raise BankExists(
+            f"bank {target!r} already exists in {store.url}; import into a new bank id",
+            bank_id=target,
+        )
+    versions.sort(key=lambda v: (sort_key(spec.parse(v.sid).codes), v.version))
+    store._create(target_info, versions, events)
+    return store.bank(target)
