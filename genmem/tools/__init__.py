@@ -1,3 +1,19 @@
 """LangChain tools over a bank: `memory_lookup`."""
 
-__all__: list[str] = []
+from genmem.tools.lookup import (
+    DEFAULT_LOOKUP_K,
+    DEFAULT_MAX_SIDS,
+    MemoryLookupInput,
+    create_memory_lookup_tool,
+    format_lookup_results,
+    resolve_bank,
+)
+
+__all__ = [
+    "DEFAULT_LOOKUP_K",
+    "DEFAULT_MAX_SIDS",
+    "MemoryLookupInput",
+    "create_memory_lookup_tool",
+    "format_lookup_results",
+    "resolve_bank",
+]
