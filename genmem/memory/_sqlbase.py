@@ -52,6 +52,7 @@ class _SQLSlotTx:
         actor: str,
     ) -> int:
         params = (self._bank_id, op, outcome, self._sid, version_before, version_after, at, actor)
+        self._store._lock_log(self._cur, self._bank_id)
         return int(self._store._x(self._cur, S.INSERT_EVENT, params).fetchone()[0])
 
 
@@ -75,6 +76,9 @@ class SQLBankStore(BankStore):
     def _x(self, cur: Any, sql: str, params: Sequence[Any] = ()) -> Any:
         cur.execute(S.q(sql, self.dialect), tuple(params))
         return cur
+
+    def _lock_log(self, cur: Any, bank_id: str) -> None:
+        """Before an event is numbered: backends with parallel writers keep seq in commit order."""
 
     # -- schema -----------------------------------------------------------------------------
 

@@ -1,0 +1,193 @@
+"""PostgreSQL backend: the same schema and queries as SQLite, for many writers on many machines.
+
+Concurrency model (psycopg 3, READ COMMITTED, one transaction per write):
+
+* A slot write takes, in this order, a *shared* store-wide advisory lock and an *exclusive*
+  advisory lock on a 64-bit hash of ``bank|slot`` (``pg_advisory_xact_lock`` with
+  ``hashtextextended``), then reads the slot and writes the version, the slot pointer and the
+  event. Writers to different slots run in parallel; writers to one slot queue, and each reads
+  the slot only once it holds the lock, so no update is lost.
+* Just before its event gets a sequence number, a writer also takes the bank's *log* lock and
+  holds it to commit, so within a bank sequence numbers are handed out in commit order: a
+  reader that tails ``events(after_seq=...)`` never sees seq 11 before seq 10 exists.
+* Whole-store work (``setup()``, bank creation, import, snapshots) takes the store-wide lock
+  *exclusively*, which waits for every in-flight slot writer to commit and holds new ones off.
+  Under READ COMMITTED each later statement then sees every committed write and no partial
+  one, so a snapshot is consistent. (REPEATABLE READ would be wrong here: its snapshot would
+  be taken by the lock statement itself, before the wait ends.)
+* Lock waits are bounded by ``lock_timeout``; a timeout, a deadlock, a serialisation failure or
+  a unique violation from a race becomes :class:`RetryableWrite`, and the bank retries.
+
+Advisory-lock keys include ``current_schema()``, so stores in different schemas of one
+database do not contend. Install the driver with ``pip install 'genmem[postgres]'``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from genmem.errors import GenMemError
+from genmem.memory._sqlbase import SQLBankStore
+from genmem.memory.store import RetryableWrite
+
+if TYPE_CHECKING:
+    import psycopg
+    import psycopg_pool
+
+__all__ = ["PostgresBankStore", "PostgresUnavailable", "import_psycopg"]
+
+_POOL_MAX_SIZE = 8  # a caller who needs more connections passes their own pool
+
+# Every lock key is hashed with the schema so that stores in other schemas never contend.
+_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', ?, true)"
+_STORE_LOCK_SHARED = (
+    "SELECT pg_advisory_xact_lock_shared(hashtextextended('genmem|' || current_schema(), 0))"
+)
+_STORE_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('genmem|' || current_schema(), 0))"
+_KEY_LOCK = (
+    "SELECT pg_advisory_xact_lock(hashtextextended('genmem|' || current_schema() || '|' || ?, 0))"
+)
+
+
+class PostgresUnavailable(GenMemError, ImportError):
+    """The PostgreSQL driver (psycopg 3 and psycopg-pool) is not installed."""
+
+
+def import_psycopg() -> tuple[Any, Any]:
+    """Import ``psycopg`` and ``psycopg_pool``, or say how to install them."""
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError as exc:
+        raise PostgresUnavailable(
+            f"the PostgreSQL backend needs psycopg 3 and psycopg-pool ({exc}); install them "
+            "with: pip install 'genmem[postgres]'"
+        ) from exc
+    return psycopg, psycopg_pool
+
+
+class PostgresBankStore(SQLBankStore):
+    """Banks in a PostgreSQL database, from a conninfo/URL, a caller's connection, or a pool."""
+
+    dialect = "postgres"
+
+    def __init__(
+        self,
+        conn: str | psycopg.Connection[Any] | psycopg_pool.ConnectionPool[Any],
+        *,
+        lock_timeout_s: float = 5.0,
+        setup: bool = True,
+    ) -> None:
+        """Open a store; a string gets a pool of its own (closed by :meth:`close`).
+
+        A caller's connection is shared by all threads under a lock and used as it is: each
+        store call runs in ``conn.transaction()``, so on a connection with no transaction open
+        every write commits on its own, while inside a caller's open transaction the store's
+        work joins it and commits with it. A caller's pool is borrowed, never closed.
+        """
+        psycopg, psycopg_pool = import_psycopg()
+        self._errors = psycopg.errors
+        self._lock_timeout = f"{int(lock_timeout_s * 1000)}ms"
+        self._conn: Any = None
+        self._pool: Any = None
+        self._own_pool = False
+        self._conn_lock = threading.RLock()
+        if isinstance(conn, psycopg.Connection):
+            self._conn = conn
+            self.url = "postgresql://(connection)"
+        elif isinstance(conn, psycopg_pool.ConnectionPool):
+            self._pool = conn
+            self.url = "postgresql://(pool)"
+        elif isinstance(conn, str):
+            self._pool = psycopg_pool.ConnectionPool(
+                conn,
+                min_size=1,
+                max_size=_POOL_MAX_SIZE,
+                kwargs={"autocommit": True},
+                open=True,
+                name="genmem",
+            )
+            self._own_pool = True
+            self.url = _redact(conn)
+        else:
+            raise TypeError(
+                "PostgresBankStore takes a conninfo/URL string, a psycopg.Connection or a "
+                f"psycopg_pool.ConnectionPool, not {type(conn).__name__}"
+            )
+        if setup:
+            self.setup()
+
+    @classmethod
+    def from_conn_string(cls, conn_string: str, **kwargs: Any) -> PostgresBankStore:
+        """Open the store in the database a conninfo or ``postgresql://`` URL names."""
+        return cls(conn_string, **kwargs)
+
+    # -- connections --------------------------------------------------------------------------
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        if self._pool is not None:
+            with self._pool.connection() as conn:
+                yield conn
+            return
+        with self._conn_lock:  # a psycopg connection runs one statement at a time
+            yield self._conn
+
+    @contextmanager
+    def _read(self) -> Iterator[Any]:
+        with self._connection() as conn:
+            if conn.autocommit:
+                with conn.cursor() as cur:
+                    yield cur
+            else:  # end the implicit transaction a read would otherwise leave open
+                with conn.transaction(), conn.cursor() as cur:
+                    yield cur
+
+    @contextmanager
+    def _transaction(self, lock_key: str | None) -> Iterator[Any]:
+        errors = self._errors
+        transient: tuple[type[BaseException], ...] = (
+            errors.SerializationFailure,
+            errors.DeadlockDetected,
+            errors.LockNotAvailable,
+        )
+        if lock_key is not None:
+            # Slot locks serialise writers of one slot, so a duplicate key there means another
+            # writer raced us outside the locks (e.g. a bank created concurrently): retry.
+            transient = (*transient, errors.UniqueViolation)
+        try:
+            with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
+                self._x(cur, _LOCK_TIMEOUT, (self._lock_timeout,))
+                if lock_key is None:
+                    self._x(cur, _STORE_LOCK)
+                else:
+                    self._x(cur, _STORE_LOCK_SHARED)
+                    self._x(cur, _KEY_LOCK, (lock_key,))
+                yield cur
+        except transient as exc:
+            raise RetryableWrite(f"postgres: {type(exc).__name__}: {exc}") from exc
+
+    def _lock_log(self, cur: Any, bank_id: str) -> None:
+        """Hold the bank's log lock to commit, so sequence numbers follow commit order."""
+        self._x(cur, _KEY_LOCK, (f"log:{bank_id}",))
+
+    def close(self) -> None:
+        """Close the pool this store opened (a caller's connection or pool stays open)."""
+        if self._own_pool and self._pool is not None:
+            self._pool.close()
+
+
+def _redact(conninfo: str) -> str:
+    """The conninfo without its password, for messages."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+        params = conninfo_to_dict(conninfo)
+    except Exception:  # a message must not fail on an odd string
+        return "postgresql://(conninfo)"
+    if "password" in params:
+        params["password"] = "***"
+    return make_conninfo("", **params)
