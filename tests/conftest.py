@@ -30,14 +30,67 @@ def _sqlite_memory(tmp_path) -> BankStore:
     return SQLiteBankStore(":memory:")
 
 
+def _postgres(tmp_path) -> BankStore:
+    from genmem.memory.postgres_store import PostgresBankStore
+    from tests import _postgres
+
+    return PostgresBankStore(_postgres.fresh_schema())
+
+
+def _langgraph_memory(tmp_path) -> BankStore:
+    from langgraph.store.memory import InMemoryStore
+
+    from genmem.memory.langgraph_store import LangGraphBankStore
+
+    return LangGraphBankStore(InMemoryStore())
+
+
+def _langgraph_sqlite(tmp_path) -> BankStore:
+    from genmem.memory.langgraph_store import LangGraphBankStore
+    from genmem.memory.location import parse_bank_url
+
+    return LangGraphBankStore.from_url(parse_bank_url(f"langgraph+sqlite:///{tmp_path}/lg.db"))
+
+
+def _langgraph_postgres(tmp_path) -> BankStore:
+    from genmem.memory.langgraph_store import LangGraphBankStore
+    from genmem.memory.location import BankURL
+    from tests import _postgres
+
+    conninfo = _postgres.fresh_schema()
+    return LangGraphBankStore.from_url(
+        BankURL("langgraph+postgresql", conninfo, "default", "langgraph+postgresql://test")
+    )
+
+
 # Every backend the shared suite runs on: name -> factory(tmp_path) -> a fresh, empty store.
 BACKENDS = {
     "sqlite-file": _sqlite_file,
     "sqlite-memory": _sqlite_memory,
+    "postgres": _postgres,
+    "langgraph-memory": _langgraph_memory,
+    "langgraph-sqlite": _langgraph_sqlite,
+    "langgraph-postgres": _langgraph_postgres,
 }
+# Backends that need a real server carry the ``integration`` marker.
+INTEGRATION = {"postgres", "langgraph-postgres"}
 
 
-@pytest.fixture(params=sorted(BACKENDS))
+@pytest.fixture(scope="session", autouse=True)
+def _postgres_server() -> Iterator[None]:
+    """Stop the throwaway PostgreSQL server (started on first use) when the session ends."""
+    yield
+    from tests import _postgres
+
+    _postgres.stop()
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(name, marks=[pytest.mark.integration] if name in INTEGRATION else [])
+        for name in sorted(BACKENDS)
+    ]
+)
 def store(request, tmp_path) -> Iterator[BankStore]:
     """A fresh, empty store of each backend."""
     s = BACKENDS[request.param](tmp_path)

@@ -1,0 +1,144 @@
+"""A PostgreSQL server for the tests: the one ``GENMEM_TEST_POSTGRES_URL`` names, or a throwaway.
+
+Without the variable, the first test that needs PostgreSQL starts a private server from
+Debian's binaries (``/usr/lib/postgresql/*/bin``) in a temporary directory, on a free port of
+127.0.0.1, with durability switched off for speed; :func:`stop` removes it at the end of the
+session. Root cannot run ``postgres``, so as root the server runs as the ``postgres`` user.
+No binaries: the tests skip, except under ``CI=true``, where they fail (CI must run the suite
+against a real server; ``.ci/postgres.sh`` installs one).
+
+Each test gets a fresh schema (:func:`fresh_schema`), selected through ``search_path``; schemas
+are dropped at the end of the session.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ENV_URL = "GENMEM_TEST_POSTGRES_URL"
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {"url": None, "error": None, "dir": None, "bin": None, "schemas": []}
+
+
+def _binaries() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=_version_key)
+    if found:
+        return Path(found[-1]).parent
+    on_path = shutil.which("initdb")
+    return Path(on_path).parent if on_path else None
+
+
+def _version_key(path: str) -> float:
+    try:
+        return float(Path(path).parts[-3])
+    except ValueError:
+        return 0.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _as_server_user(cmd: list[str]) -> list[str]:
+    """Root may not run postgres; run it as the ``postgres`` OS user instead."""
+    if os.geteuid() != 0:
+        return cmd
+    return ["runuser", "-u", "postgres", "--", *cmd]
+
+
+def _run(*cmd: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        _as_server_user([str(c) for c in cmd]),
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _start() -> str:
+    bindir = _binaries()
+    if bindir is None:
+        raise RuntimeError(
+            f"no PostgreSQL server binaries (initdb) found and {ENV_URL} is not set; install "
+            "them (`bash .ci/postgres.sh`, i.e. apt-get install postgresql) or point "
+            f"{ENV_URL} at a server"
+        )
+    root = Path(tempfile.mkdtemp(prefix="genmem-pg-"))
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres", "postgres")
+    data, port = root / "data", _free_port()
+    opts = (
+        f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off "
+        "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+    )
+    try:
+        _run(bindir / "initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8")
+        _run(bindir / "pg_ctl", "-D", data, "-o", opts, "-l", root / "log", "-w", "start")
+    except subprocess.CalledProcessError as exc:
+        log = root / "log"
+        tail = log.read_text()[-2000:] if log.exists() else ""
+        raise RuntimeError(f"could not start PostgreSQL: {exc.stderr or exc}\n{tail}") from exc
+    _state["dir"], _state["bin"] = root, bindir
+    return f"postgresql://postgres@127.0.0.1:{port}/postgres"
+
+
+def server_url() -> str:
+    """The test server's URL, starting it on first use (skips, or fails under CI, without one)."""
+    with _lock:
+        if _state["url"] is None and _state["error"] is None:
+            try:
+                _state["url"] = os.environ.get(ENV_URL) or _start()
+            except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                _state["error"] = str(exc)
+    if _state["error"] is not None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI must test against PostgreSQL: {_state['error']}", pytrace=False)
+        pytest.skip(f"PostgreSQL unavailable: {_state['error']}")
+    return _state["url"]
+
+
+def fresh_schema() -> str:
+    """A conninfo for a new, empty schema on the test server (dropped by :func:`stop`)."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    url = server_url()
+    name = f"genmem_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{name}"')
+    _state["schemas"].append(name)
+    return make_conninfo(url, options=f"-c search_path={name}")
+
+
+def stop() -> None:
+    """Drop the test schemas and stop the throwaway server, if any was started."""
+    schemas, _state["schemas"] = _state["schemas"], []
+    if schemas and _state["url"] and _state["dir"] is None:  # an external server: clean up
+        import psycopg
+
+        with psycopg.connect(_state["url"], autocommit=True) as conn:
+            for name in schemas:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    root, bindir = _state["dir"], _state["bin"]
+    if root is not None:
+        try:
+            _run(bindir / "pg_ctl", "-D", root / "data", "-m", "immediate", "stop")
+        except subprocess.SubprocessError:
+            pass  # already gone; the directory goes anyway
+        shutil.rmtree(root, ignore_errors=True)
+    _state.update(url=None, error=None, dir=None, bin=None)
