@@ -102,6 +102,9 @@ class PostgresBankStore(SQLBankStore):
             self._pool = conn
             self.url = "postgresql://(pool)"
         elif isinstance(conn, str):
+            # Connect once up front: a bad conninfo fails here with the server's own message,
+            # where the pool would only log it and time out.
+            psycopg.connect(conn).close()
             self._pool = psycopg_pool.ConnectionPool(
                 conn,
                 min_size=1,
