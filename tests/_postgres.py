@@ -103,7 +103,7 @@ def server_url() -> str:
         if _state["url"] is None and _state["error"] is None:
             try:
                 _state["url"] = os.environ.get(ENV_URL) or _start()
-            except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+            except (RuntimeError, OSError, LookupError, subprocess.SubprocessError) as exc:
                 _state["error"] = str(exc)
     if _state["error"] is not None:
         if os.environ.get("CI", "").lower() == "true":
@@ -122,7 +122,24 @@ def fresh_schema() -> str:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{name}"')
     _state["schemas"].append(name)
-    return make_conninfo(url, options=f"-c search_path={name}")
+    # '-cNAME=VALUE' without a space: location.py re-encodes a URL's query with '+' for spaces,
+    # which libpq does not decode.
+    return make_conninfo(url, options=f"-csearch_path={name}")
+
+
+def as_url(conninfo: str, scheme: str = "postgresql", bank: str = "default") -> str:
+    """A bank URL (``scheme://user:pw@host:port/db?options=...&bank=...``) for a conninfo."""
+    from urllib.parse import quote
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    p = {k: quote(str(v), safe="") for k, v in conninfo_to_dict(conninfo).items()}
+    auth = p.get("user", "") + (f":{p['password']}" if "password" in p else "")
+    netloc = (
+        (f"{auth}@" if auth else "") + p.get("host", "") + (f":{p['port']}" if "port" in p else "")
+    )
+    query = f"options={p['options']}&" if "options" in p else ""
+    return f"{scheme}://{netloc}/{p.get('dbname', '')}?{query}bank={bank}"
 
 
 def stop() -> None:

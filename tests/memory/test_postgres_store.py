@@ -1,0 +1,285 @@
+"""PostgreSQL-specific guarantees: writers in several processes, a killed writer, the log order,
+consistent snapshots under load, constructors and URLs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from genmem.errors import GenMemError, SlotEmpty, SlotOccupied
+from genmem.memory.location import open_bank
+from genmem.memory.sid import DEFAULT_SPEC
+from genmem.memory.store import RetryableWrite
+from tests import _postgres
+from tests.conftest import TEST_HASH
+
+integration = pytest.mark.integration
+
+SIDS = ["<SID_L1_1><SID_L2_2><SID_L3_3><SID_L4_4>", "<SID_L1_1><SID_L2_2><SID_L3_3><SID_L4_5>"]
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    from genmem.memory.postgres_store import PostgresBankStore
+    conninfo, writer, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    sids = {sids!r}
+    bank = PostgresBankStore(conninfo).bank("default")
+    for i in range(n):
+        bank.revise(sids[i % len(sids)], f"p{{writer}} r{{i}}", actor=f"p{{writer}}")
+        print(i, flush=True)
+    """
+).format(sids=SIDS)
+
+
+@pytest.fixture
+def conninfo() -> str:
+    """A conninfo for a fresh schema on the test server."""
+    return _postgres.fresh_schema()
+
+
+def _store(conninfo: str, **kwargs):
+    from genmem.memory.postgres_store import PostgresBankStore
+
+    return PostgresBankStore(conninfo, **kwargs)
+
+
+def _seed(conninfo: str) -> None:
+    with _store(conninfo) as store:
+        bank = store.create_bank("default", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
+        for s in SIDS:
+            bank.insert(s, "seed")
+
+
+def _writer(conninfo: str, writer: int, n: int, **kwargs) -> subprocess.Popen:
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.Popen(
+        [sys.executable, "-c", _WRITER, conninfo, str(writer), str(n)], env=env, **kwargs
+    )
+
+
+@integration
+def test_writers_in_several_processes_lose_nothing(conninfo: str) -> None:
+    _seed(conninfo)
+    procs, n = 4, 20
+    running = [_writer(conninfo, w, n, stderr=subprocess.PIPE) for w in range(procs)]
+    # Tail the log while they write: sequence numbers must appear in order, never behind us.
+    store = _store(conninfo)
+    bank = store.bank("default")
+    seen: list[int] = []
+    while any(p.poll() is None for p in running):
+        seen += [e.seq for e in bank.events(after_seq=seen[-1] if seen else 0)]
+        time.sleep(0.005)
+    for p in running:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err.decode()
+    seen += [e.seq for e in bank.events(after_seq=seen[-1] if seen else 0)]
+    assert seen == [e.seq for e in bank.events()]
+    stored = {v.payload for s in SIDS for v in bank.history(s)} - {"seed"}
+    assert stored == {f"p{w} r{i}" for w in range(procs) for i in range(n)}
+    for s in SIDS:
+        numbers = [v.version for v in bank.history(s)]
+        assert numbers == list(range(1, len(numbers) + 1))
+        after = [e.version_after for e in bank.events() if e.sid == s]
+        assert after == sorted(after) and len(set(after)) == len(after)
+    assert bank.stats().events == len(SIDS) + procs * n
+    assert bank.check() == []
+    store.close()
+
+
+@integration
+def test_writer_killed_mid_run_leaves_a_sound_bank(conninfo: str) -> None:
+    _seed(conninfo)
+    proc = _writer(conninfo, 0, 100_000, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    done = 0
+    while done < 50 and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read().decode() if proc.stderr else "writer died"
+        done = int(line) + 1
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    with _store(conninfo) as store:
+        bank = store.bank("default")
+        assert bank.check() == []
+        stats = bank.stats()
+        assert stats.versions == stats.events >= len(SIDS) + done
+        # the server released the dead writer's locks: the bank is still writable
+        assert bank.revise(SIDS[0], "after the crash").outcome == "revised"
+
+
+@integration
+def test_sequence_numbers_follow_commit_order(conninfo: str) -> None:
+    store = _store(conninfo)
+    bank = store.create_bank("default", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
+    bank.insert(SIDS[1], "seed")
+    other = threading.Thread(target=bank.revise, args=(SIDS[1], "other slot"))
+    with store.slot_tx("default", bank.sid(SIDS[0])) as tx:
+        first = tx.add_event("insert", "inserted", None, None, time.time(), "test")
+        other.start()
+        other.join(0.3)
+        # A writer to another slot may run, but cannot take a later seq and commit before us.
+        assert other.is_alive() and [e.seq for e in bank.events()] == [first - 1]
+    other.join(10)
+    assert [e.seq for e in bank.events()] == [first - 1, first, first + 1]
+    store.close()
+
+
+@integration
+def test_snapshots_under_load_are_consistent(conninfo: str) -> None:
+    store = _store(conninfo)
+    bank = store.create_bank("default", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
+    sids = [DEFAULT_SPEC.make((1, 2, 3, c)) for c in range(6)]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def write(w: int) -> None:
+        i = 0
+        while not stop.is_set():
+            s, i = sids[(w + i) % len(sids)], i + 1
+            try:
+                if bank.get(s) is None:
+                    bank.insert(s, f"w{w} i{i}")
+                else:
+                    bank.revise(s, "" if i % 5 == 0 else f"w{w} i{i}")
+            except (SlotOccupied, SlotEmpty):
+                continue  # another writer got there between our read and our write
+            except BaseException as exc:  # pragma: no cover - surfaced below
+                errors.append(exc)
+                return
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(3)]
+    for t in threads:
+        t.start()
+    snaps = []
+    try:
+        for k in range(5):
+            time.sleep(0.05)
+            snaps.append(bank.snapshot(f"s{k}"))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors
+    assert len(bank.events()) > 20  # the snapshots really raced writers
+    log = bank.events()
+    for snap in snaps:
+        # Replaying the parent's log up to snapshot_seq gives exactly the snapshot's entries.
+        state: dict[str, int | None] = {}
+        for e in log:
+            if e.seq <= snap.info.snapshot_seq:
+                state[e.sid] = e.version_after
+        expected = {sid: v for sid, v in state.items() if v is not None}
+        assert {e.sid: e.version for e in snap.entries()} == expected
+        assert snap.check() == []
+    store.close()
+
+
+@integration
+def test_lock_wait_is_bounded_and_retryable(conninfo: str) -> None:
+    import psycopg
+
+    store = _store(conninfo, lock_timeout_s=0.05)
+    bank = store.create_bank("default", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
+    holder = psycopg.connect(conninfo, autocommit=True)
+    holder.execute("SELECT pg_advisory_lock(hashtextextended('genmem|' || current_schema(), 0))")
+    try:
+        with pytest.raises(RetryableWrite), store.slot_tx("default", bank.sid(SIDS[0])):
+            pass
+    finally:
+        holder.close()
+    assert bank.insert(SIDS[0], "after the lock").outcome == "inserted"
+    store.close()
+
+
+@integration
+def test_conn_string_connection_and_pool(conninfo: str) -> None:
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+    from genmem.memory.postgres_store import PostgresBankStore
+
+    first = PostgresBankStore.from_conn_string(conninfo)
+    first.create_bank("b", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH).insert(SIDS[0], "x")
+    assert "password" not in first.url
+    first.close()
+
+    for autocommit in (True, False):
+        conn = psycopg.connect(conninfo, autocommit=autocommit)
+        store = PostgresBankStore(conn)
+        bank = store.bank("b")
+        bank.revise(SIDS[0], f"via connection, autocommit={autocommit}")
+        assert bank.get(SIDS[0]).payload.endswith(str(autocommit))
+        store.close()  # a caller's connection stays open, and no transaction is left open
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert conn.execute("SELECT COUNT(*) FROM genmem_versions").fetchone()[0] >= 2
+        conn.close()
+
+    with ConnectionPool(conninfo, min_size=1, max_size=2, open=True) as pool:
+        store = PostgresBankStore(pool)
+        assert len(store.bank("b").history(SIDS[0])) == 3
+        store.close()  # a caller's pool stays open
+        with pool.connection() as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    with pytest.raises(TypeError, match="conninfo"):
+        PostgresBankStore(42)  # type: ignore[arg-type]
+
+
+@integration
+def test_setup_is_idempotent_and_safe_in_parallel(conninfo: str) -> None:
+    import psycopg
+
+    errors: list[BaseException] = []
+
+    def open_close() -> None:
+        try:
+            _store(conninfo).close()
+        except BaseException as exc:  # pragma: no cover - surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_close) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    with psycopg.connect(conninfo) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM genmem_schema").fetchone()[0] == 1
+
+
+@dataclass
+class _FakeCodebooks:
+    hash: str
+    spec = DEFAULT_SPEC
+
+
+@integration
+def test_url_through_open_bank(conninfo: str) -> None:
+    url = _postgres.as_url(conninfo, bank="x")
+    bank = open_bank(url, codebooks=_FakeCodebooks(TEST_HASH), create=True)
+    assert bank.bank_id == "x" and bank.store.url.startswith("postgresql://")
+    bank.insert(SIDS[0], "via URL")
+    again = open_bank(url)
+    assert again.get(SIDS[0]).payload == "via URL"
+    bank.store.close()
+    again.store.close()
+
+
+@pytest.mark.parametrize("missing", ["psycopg", "psycopg_pool"])
+def test_missing_driver_says_how_to_install(monkeypatch, missing: str) -> None:
+    from genmem.memory.postgres_store import PostgresBankStore, PostgresUnavailable
+
+    monkeypatch.setitem(sys.modules, missing, None)
+    with pytest.raises(PostgresUnavailable, match=r"pip install 'genmem\[postgres\]'") as info:
+        PostgresBankStore("postgresql://nowhere/db")
+    assert isinstance(info.value, ImportError) and isinstance(info.value, GenMemError)
