@@ -3,15 +3,11 @@ consistent snapshots under load, constructors and URLs."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -20,24 +16,12 @@ from genmem.memory.location import open_bank
 from genmem.memory.sid import DEFAULT_SPEC
 from genmem.memory.store import RetryableWrite
 from tests import _postgres
+from tests._writers import kill_after, spawn_writer
 from tests.conftest import TEST_HASH
 
 integration = pytest.mark.integration
 
 SIDS = ["<SID_L1_1><SID_L2_2><SID_L3_3><SID_L4_4>", "<SID_L1_1><SID_L2_2><SID_L3_3><SID_L4_5>"]
-
-_WRITER = textwrap.dedent(
-    """
-    import sys
-    from genmem.memory.postgres_store import PostgresBankStore
-    conninfo, writer, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    sids = {sids!r}
-    bank = PostgresBankStore(conninfo).bank("default")
-    for i in range(n):
-        bank.revise(sids[i % len(sids)], f"p{{writer}} r{{i}}", actor=f"p{{writer}}")
-        print(i, flush=True)
-    """
-).format(sids=SIDS)
 
 
 @pytest.fixture
@@ -59,12 +43,8 @@ def _seed(conninfo: str) -> None:
             bank.insert(s, "seed")
 
 
-def _writer(conninfo: str, writer: int, n: int, **kwargs) -> subprocess.Popen:
-    root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.Popen(
-        [sys.executable, "-c", _WRITER, conninfo, str(writer), str(n)], env=env, **kwargs
-    )
+def _writer(conninfo: str, writer: int, n: int, **popen) -> subprocess.Popen:
+    return spawn_writer(_postgres.as_url(conninfo), writer, n, SIDS, **popen)
 
 
 @integration
@@ -78,7 +58,7 @@ def test_writers_in_several_processes_lose_nothing(conninfo: str) -> None:
     seen: list[int] = []
     while any(p.poll() is None for p in running):
         seen += [e.seq for e in bank.events(after_seq=seen[-1] if seen else 0)]
-        time.sleep(0.005)
+        time.sleep(0.02)
     for p in running:
         _, err = p.communicate(timeout=120)
         assert p.returncode == 0, err.decode()
@@ -99,16 +79,7 @@ def test_writers_in_several_processes_lose_nothing(conninfo: str) -> None:
 @integration
 def test_writer_killed_mid_run_leaves_a_sound_bank(conninfo: str) -> None:
     _seed(conninfo)
-    proc = _writer(conninfo, 0, 100_000, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 60
-    done = 0
-    while done < 50 and time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        assert line, proc.stderr.read().decode() if proc.stderr else "writer died"
-        done = int(line) + 1
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
+    done = kill_after(_postgres.as_url(conninfo), 50, SIDS)
     with _store(conninfo) as store:
         bank = store.bank("default")
         assert bank.check() == []
