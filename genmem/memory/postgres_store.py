@@ -15,8 +15,9 @@ Concurrency model (psycopg 3, READ COMMITTED, one transaction per write):
   Under READ COMMITTED each later statement then sees every committed write and no partial
   one, so a snapshot is consistent. (REPEATABLE READ would be wrong here: its snapshot would
   be taken by the lock statement itself, before the wait ends.)
-* Lock waits are bounded by ``lock_timeout``; a timeout, a deadlock, a serialisation failure or
-  a unique violation from a race becomes :class:`RetryableWrite`, and the bank retries.
+* Lock waits are bounded by ``lock_timeout`` (``lock_timeout_s`` for slot writes, which the
+  bank retries; a minute for whole-store work, which it does not). A timeout, a deadlock, a
+  serialisation failure or a unique violation from a race becomes :class:`RetryableWrite`.
 
 Advisory-lock keys include ``current_schema()``, so stores in different schemas of one
 database do not contend. Install the driver with ``pip install 'genmem[postgres]'``.
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
 __all__ = ["PostgresBankStore", "PostgresUnavailable", "import_psycopg"]
 
 _POOL_MAX_SIZE = 8  # a caller who needs more connections passes their own pool
+# Whole-store work is rare and the bank does not retry it, so it waits as long as a slot write
+# would keep retrying before giving up.
+_STORE_WAIT_S = 60.0
 
 # Every lock key is hashed with the schema so that stores in other schemas never contend.
 _LOCK_TIMEOUT = "SELECT set_config('lock_timeout', ?, true)"
@@ -90,7 +94,7 @@ class PostgresBankStore(SQLBankStore):
         """
         psycopg, psycopg_pool = import_psycopg()
         self._errors = psycopg.errors
-        self._lock_timeout = f"{int(lock_timeout_s * 1000)}ms"
+        self._lock_timeout_s = lock_timeout_s
         self._conn: Any = None
         self._pool: Any = None
         self._own_pool = False
@@ -163,7 +167,10 @@ class PostgresBankStore(SQLBankStore):
             transient = (*transient, errors.UniqueViolation)
         try:
             with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
-                self._x(cur, _LOCK_TIMEOUT, (self._lock_timeout,))
+                wait_s = (
+                    self._lock_timeout_s if lock_key else max(self._lock_timeout_s, _STORE_WAIT_S)
+                )
+                self._x(cur, _LOCK_TIMEOUT, (f"{int(wait_s * 1000)}ms",))
                 if lock_key is None:
                     self._x(cur, _STORE_LOCK)
                 else:
