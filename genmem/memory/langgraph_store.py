@@ -104,11 +104,11 @@ def _get(namespace: tuple[str, ...], key: str) -> GetOp:
     return GetOp(namespace, key, refresh_ttl=False)
 
 
-def _slot_value(spec: SIDSpec, skey_codes: Sequence[int], v: Version) -> dict[str, Any]:
+def _slot_value(codes: Sequence[int], v: Version) -> dict[str, Any]:
     """A slot item: the current version plus the fields prefix searches filter on."""
     value: dict[str, Any] = {"current": v.model_dump(), "live": not v.deleted}
-    for depth in range(1, spec.levels + 1):
-        value[f"p{depth}"] = sort_key(skey_codes[:depth])
+    for depth in range(1, len(codes) + 1):
+        value[f"p{depth}"] = sort_key(codes[:depth])
     return value
 
 
@@ -121,7 +121,6 @@ class _Namespaces:
 
     def __init__(self, bank_id: str) -> None:
         base = (_ROOT, "bank", bank_id.replace(".", ":"))
-        self.root = base
         self.slots = (*base, "slots")
         self.versions = (*base, "versions")
         self.events = (*base, "events")
@@ -133,7 +132,6 @@ class _LangGraphSlotTx:
 
     def __init__(self, owner: LangGraphBankStore, bank_id: str, sid: SID) -> None:
         self._owner, self._sid, self._ns = owner, sid, _Namespaces(bank_id)
-        self._spec = SIDSpec(sid.spec.sizes)
         self._skey = sort_key(sid.codes)
         slot, log = owner._store.batch(
             [_get(self._ns.slots, self._skey), _get(self._ns.meta, _META_KEY)]
@@ -155,9 +153,7 @@ class _LangGraphSlotTx:
         self.puts.append(
             _put(self._ns.versions, _version_key(self._skey, version.version), version.model_dump())
         )
-        self.puts.append(
-            _put(self._ns.slots, self._skey, _slot_value(self._spec, self._sid.codes, version))
-        )
+        self.puts.append(_put(self._ns.slots, self._skey, _slot_value(self._sid.codes, version)))
         self.current = version
 
     def add_event(
@@ -326,7 +322,7 @@ class LangGraphBankStore(BankStore):
                 if skey not in latest or v.version > latest[skey][1].version:
                     latest[skey] = (codes, v)
             for skey, (codes, v) in latest.items():
-                puts.append(_put(ns.slots, skey, _slot_value(spec, codes, v)))
+                puts.append(_put(ns.slots, skey, _slot_value(codes, v)))
             for seq, e in enumerate(events, 1):  # renumbered from 1, like a fresh bank
                 event = e.model_copy(update={"seq": seq})
                 puts.append(_put(ns.events, _event_key(seq), event.model_dump()))
