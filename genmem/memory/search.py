@@ -1,0 +1,163 @@
+"""Codebook configuration search: fit every (sizes, distance) pair on one embedding matrix.
+
+Each row reports the address space (levels, capacity, vocabulary), the fit time, and the
+metrics of :mod:`genmem.memory.metrics` evaluated on the same embeddings, as in the paper's
+configuration comparison. Rows go to a CSV (lists joined with ``/``) and a JSON list.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+from tqdm.auto import tqdm
+
+from genmem.errors import CodebookError
+from genmem.memory.metrics import codebook_metrics
+from genmem.memory.rqkmeans import RQKMeans, RQKMeansConfig, as_embeddings
+from genmem.memory.sid import SIDSpec
+
+__all__ = [
+    "SearchRow",
+    "format_search_table",
+    "parse_configs",
+    "search_configs",
+    "write_search_results",
+]
+
+
+class SearchRow(BaseModel):
+    """One fitted configuration and its scores."""
+
+    model_config = ConfigDict(frozen=True)
+
+    sizes: str = Field(description="Codebook sizes, e.g. 48x16x8x8.")
+    levels: int = Field(description="Number of levels L.")
+    capacity: int = Field(description="prod N_l.")
+    vocab_size: int = Field(description="sum N_l.")
+    distance: str = Field(description="euclidean, spherical or weighted.")
+    weight: float | None = Field(description="w for weighted, else None.")
+    fit_seconds: float = Field(description="Wall time of the fit.")
+    n: int = Field(description="Embeddings fitted and evaluated.")
+    used_leaves: int = Field(description="Distinct complete SIDs.")
+    leaf_utilization: float = Field(description="used_leaves / capacity (0-1).")
+    ucr: float = Field(description="used_leaves / n.")
+    singleton_fraction: float = Field(description="Share of entries alone on their SID.")
+    dui: float = Field(description="Mean normalised entropy over levels.")
+    icr: float | None = Field(description="H_joint / sum H_l.")
+    total_correlation: float = Field(description="sum H_l - H_joint (nats).")
+    recon_mse: float = Field(description="mean ||e - ê||^2 per entry.")
+    recon_mse_per_dim: float = Field(description="recon_mse / d.")
+    recon_euclidean: float = Field(description="mean ||e - ê||.")
+    utilization: list[float] = Field(description="U_l per level.")
+    prefix_utilization: list[float] = Field(description="U_1:l per depth.")
+    entropy_norm: list[float] = Field(description="Normalised entropy per level.")
+    effective_codes: list[float] = Field(description="exp(H_l) per level.")
+    hash: str = Field(description="Content hash of the fitted codebooks.")
+
+
+def parse_configs(text: str) -> list[tuple[int, ...]]:
+    """Size tuples written as ``48,16,8,8;48,24,24`` (or with ``x``); bad text raises ValueError."""
+    parts = [p for p in text.split(";") if p.strip()]
+    if not parts:
+        raise ValueError(f"no configurations in {text!r}; write them like '48,16,8,8;48,24,24'")
+    return [SIDSpec.from_string(p).sizes for p in parts]
+
+
+def search_configs(
+    embeddings: np.ndarray,
+    configs: Sequence[Sequence[int]],
+    distances: Sequence[str],
+    *,
+    weight: float = 0.5,
+    seed: int = 0,
+    n_init: int = 1,
+    max_iter: int = 100,
+    progress: bool = True,
+) -> list[SearchRow]:
+    """Fit and score every configuration under every distance; all are checked before any fit."""
+    x = as_embeddings(embeddings)
+    settings = [
+        RQKMeansConfig(
+            sizes=tuple(sizes),
+            distance=dist,  # type: ignore[arg-type]  # validated by the config
+            weight=weight if dist == "weighted" else None,
+            seed=seed,
+            n_init=n_init,
+            max_iter=max_iter,
+        )
+        for sizes in configs
+        for dist in distances
+    ]
+    if not settings:
+        raise CodebookError("nothing to search: pass at least one configuration and distance")
+    largest = max(max(cfg.sizes) for cfg in settings)
+    if x.shape[0] < largest:
+        raise CodebookError(
+            f"the search needs at least {largest} embeddings (the largest level size), got "
+            f"{x.shape[0]}; pass more embeddings or smaller configurations"
+        )
+    rows = []
+    for cfg in tqdm(settings, desc="configs", unit="fit", disable=not progress):
+        t0 = time.perf_counter()
+        model = RQKMeans(cfg).fit(x, progress=False)
+        seconds = time.perf_counter() - t0
+        cb = model.codebooks_
+        m = codebook_metrics(model.codes_, cb.spec, embeddings=x, codebooks=cb)
+        rows.append(
+            SearchRow(
+                sizes=str(cb.spec),
+                distance=cfg.distance,
+                weight=cfg.weight,
+                fit_seconds=seconds,
+                hash=cb.hash,
+                **m.model_dump(
+                    include=set(SearchRow.model_fields) - {"sizes", "distance", "weight"}
+                ),
+            )
+        )
+    return rows
+
+
+def _cell(value: object) -> object:
+    if isinstance(value, list):
+        return "/".join(f"{v:.6g}" for v in value)
+    return "" if value is None else value
+
+
+def write_search_results(rows: Sequence[SearchRow], csv_path: str | Path) -> tuple[Path, Path]:
+    """Write rows to ``csv_path`` and the same rows as a JSON list beside it (``.json``)."""
+    out = Path(csv_path)
+    json_path = out.with_suffix(".json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fields = list(SearchRow.model_fields)
+    with out.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: _cell(v) for k, v in row.model_dump().items()})
+    json_path.write_text(json.dumps([r.model_dump() for r in rows], indent=2) + "\n")
+    return out, json_path
+
+
+def format_search_table(rows: Sequence[SearchRow]) -> str:
+    """A fixed-width table of the headline columns, one line per configuration."""
+    head = (
+        f"{'sizes':<14}{'L':>2} {'capacity':>9} {'vocab':>5} {'distance':<15}"
+        f"{'fit s':>7} {'leaf%':>7} {'UCR':>7} {'DUI':>6} {'ICR':>6} {'MSE/dim':>10}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        icr = f"{r.icr:.3f}" if r.icr is not None else "-"
+        dist = r.distance + (f"({r.weight:g})" if r.weight is not None else "")
+        lines.append(
+            f"{r.sizes:<14}{r.levels:>2} {r.capacity:>9} {r.vocab_size:>5} {dist:<15}"
+            f"{r.fit_seconds:>7.2f} {100 * r.leaf_utilization:>7.2f} {r.ucr:>7.4f} "
+            f"{r.dui:>6.3f} {icr:>6} {r.recon_mse_per_dim:>10.3e}"
+        )
+    return "\n".join(lines)
