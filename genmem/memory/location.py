@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from genmem.errors import InvalidBankURL
 from genmem.memory.sid import SIDSpec
@@ -84,7 +84,9 @@ def parse_bank_url(url: str) -> BankURL:
         path = parts.path[1:] if parts.path.startswith("/") else parts.path
         return BankURL("sqlite", path or ":memory:", bank_id, url)
     if scheme in {"postgresql", "postgres", "postgresql+psycopg"}:
-        conn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(others), ""))
+        conn = urlunsplit(
+            ("postgresql", parts.netloc, parts.path, urlencode(others, quote_via=quote), "")
+        )
         return BankURL("postgresql", conn, bank_id, url)
     if scheme == "memory":
         return BankURL("memory", parts.netloc + parts.path, bank_id, url)
@@ -92,7 +94,9 @@ def parse_bank_url(url: str) -> BankURL:
         path = parts.path[1:] if parts.path.startswith("/") else parts.path
         return BankURL("langgraph+sqlite", path or ":memory:", bank_id, url)
     if scheme in {"langgraph+postgresql", "langgraph+postgres"}:
-        conn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(others), ""))
+        conn = urlunsplit(
+            ("postgresql", parts.netloc, parts.path, urlencode(others, quote_via=quote), "")
+        )
         return BankURL("langgraph+postgresql", conn, bank_id, url)
     raise InvalidBankURL(
         f"unknown bank URL scheme {parts.scheme!r} in {url!r}; use {_FORMS}", url=url
@@ -114,8 +118,17 @@ def open_store(url: str | BankURL) -> BankStore:
         from genmem.memory.langgraph_store import LangGraphBankStore
 
         store = LangGraphBankStore.from_url(parsed)
-    store.url = parsed.url.split("?")[0]
+    store.url = _redact(parsed.url.split("?")[0])
     return store
+
+
+def _redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def open_bank(

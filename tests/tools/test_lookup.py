@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
-from genmem.errors import GenMemError
+from genmem.errors import BankNotFound, GenMemError
 from genmem.memory.bank import Bank
 from genmem.memory.sid import DEFAULT_SPEC
 from genmem.memory.sqlite_store import SQLiteBankStore
@@ -137,3 +137,20 @@ def test_no_bank_anywhere_is_a_setup_error() -> None:
 def test_factory_rejects_bad_settings(filled: Bank) -> None:
     with pytest.raises(ValueError):
         create_memory_lookup_tool(filled, k=0)
+
+
+def test_bank_from_the_graphs_langgraph_store() -> None:
+    from langgraph.store.memory import InMemoryStore
+
+    from genmem.memory.langgraph_store import LangGraphBankStore
+
+    platform_store = InMemoryStore()
+    bank = LangGraphBankStore(platform_store).create_bank(
+        "team", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH
+    )
+    bank.insert(A, "kept in the platform store")
+    graph = _graph(create_memory_lookup_tool(bank_id="team"), store=platform_store)
+    msg = _call(graph, {"sid_list": [A]})
+    assert msg.artifact[0]["hits"][0]["payload"] == "kept in the platform store"
+    with pytest.raises(BankNotFound, match="missing"):  # a setup fault: raised, not hidden
+        _call(graph, {"sid_list": [A]}, config={"configurable": {"bank_id": "missing"}})

@@ -1,0 +1,295 @@
+"""`genmem bank ...` end to end: real encoder, real codebooks, real SQLite bank, bundled data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from genmem.cli import main
+from genmem.envs.bundled import gsm8k_seed_experiences
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> dict[str, Path | str]:
+    """Codebooks fitted on 240 real experiences and a bank built from them."""
+    d = tmp_path_factory.mktemp("cli-bank")
+    exp = d / "exp.jsonl"
+    with exp.open("w") as fh:
+        for row in gsm8k_seed_experiences(limit=240):
+            fh.write(json.dumps(row) + "\n")
+    cb = d / "cb"
+    assert (
+        main(
+            [
+                "codebook",
+                "fit",
+                "--input",
+                str(exp),
+                "--sizes",
+                "8,4,2",
+                "--distance",
+                "weighted",
+                "--out",
+                str(cb),
+                "--json",
+            ]
+        )
+        == 0
+    )
+    url = f"sqlite:///{d}/bank.db?bank=gsm"
+    return {"dir": d, "exp": exp, "cb": cb, "url": url}
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse usage errors
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _stats(capsys, url: str) -> dict:
+    code, out, _ = _run(capsys, "bank", "stats", "--bank", url, "--json")
+    assert code == 0
+    return json.loads(out)
+
+
+def test_build_lookup_stats_and_rebuild(built, capsys) -> None:
+    code, out, _ = _run(
+        capsys,
+        "bank",
+        "build",
+        "--experiences",
+        str(built["exp"]),
+        "--codebook",
+        str(built["cb"]),
+        "--bank",
+        built["url"],
+        "--json",
+    )
+    assert code == 0
+    report = json.loads(out)
+    assert report["records"] == 240 and 1 < report["slots"] <= 64
+    assert report["inserted"] == report["slots"] and report["skipped_occupied"] == 0
+    stats = _stats(capsys, built["url"])
+    assert stats["entries"] == stats["versions"] == stats["events"] == report["slots"]
+    assert stats["codebook_hash"] == report["codebook_hash"]
+
+    # every record is in the provenance of exactly one entry
+    code, out, _ = _run(capsys, "bank", "show", "--bank", built["url"], "--limit", "100", "--json")
+    entries = json.loads(out)
+    assert sum(e["metadata"]["n_records"] for e in entries) == 240
+    indices = sorted(s["index"] for e in entries for s in e["metadata"]["sources"])
+    assert indices == list(range(240))
+
+    sid = entries[0]["sid"]
+    code, out, _ = _run(capsys, "bank", "lookup", "--bank", built["url"], "--sid", sid, "--json")
+    hits = json.loads(out)
+    assert code == 0 and len(hits) == 1
+    assert set(hits[0]) >= {"sid", "match_depth", "version", "payload"}
+    assert hits[0]["match_depth"] == 3 and hits[0]["payload"] == entries[0]["payload"]
+
+    # a rerun continues: nothing new, nothing changed
+    code, out, _ = _run(
+        capsys,
+        "bank",
+        "build",
+        "--experiences",
+        str(built["exp"]),
+        "--codebook",
+        str(built["cb"]),
+        "--bank",
+        built["url"],
+        "--json",
+    )
+    again = json.loads(out)
+    assert again["inserted"] == 0 and again["skipped_occupied"] == report["slots"]
+    assert _stats(capsys, built["url"]) == stats
+
+
+def test_write_history_export_import_snapshot_check(built, capsys, tmp_path) -> None:
+    url = f"sqlite:///{tmp_path}/w.db?bank=w"
+    assert (
+        _run(
+            capsys,
+            "bank",
+            "build",
+            "--experiences",
+            str(built["exp"]),
+            "--codebook",
+            str(built["cb"]),
+            "--bank",
+            url,
+            "--json",
+        )[0]
+        == 0
+    )
+    code, out, _ = _run(capsys, "bank", "show", "--bank", url, "--limit", "1", "--json")
+    sid = json.loads(out)[0]["sid"]
+    code, out, _ = _run(
+        capsys,
+        "bank",
+        "apply",
+        "--bank",
+        url,
+        "--op",
+        "revise",
+        "--sid",
+        sid,
+        "--payload",
+        "a better procedure",
+        "--json",
+    )
+    assert code == 0 and json.loads(out)["outcome"] == "revised"
+    code, out, _ = _run(capsys, "bank", "history", "--bank", url, "--sid", sid, "--json")
+    assert [v["version"] for v in json.loads(out)] == [1, 2]
+    code, out, _ = _run(capsys, "bank", "events", "--bank", url, "--json")
+    assert json.loads(out)[-1]["outcome"] == "revised"
+    assert _run(capsys, "bank", "snapshot", "--bank", url, "--name", "p1", "--json")[0] == 0
+    code, out, _ = _run(capsys, "bank", "list", "--bank", url, "--json")
+    assert [b["bank_id"] for b in json.loads(out)] == ["w", "w@p1"]
+    dump = tmp_path / "w.jsonl"
+    assert _run(capsys, "bank", "export", "--bank", url, "--out", str(dump))[0] == 0
+    copy_url = f"sqlite:///{tmp_path}/copy.db"
+    code, out, _ = _run(capsys, "bank", "import", str(dump), "--bank", copy_url, "--json")
+    assert code == 0 and json.loads(out)["bank_id"] == "w"
+    src, dst = _stats(capsys, url), _stats(capsys, copy_url + "?bank=w")
+    assert {k: v for k, v in src.items()} == {k: v for k, v in dst.items()}
+    code, out, _ = _run(capsys, "bank", "check", "--bank", url, "--json")
+    assert code == 0 and json.loads(out)["ok"] is True
+
+
+BAD = "<SID_L1_9><SID_L2_0><SID_L3_0>"
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "needle"),
+    [
+        (["bank", "lookup", "--sid", BAD], 1, "allows codes 0-7"),
+        (["bank", "lookup", "--sid", "<SID_L1_1><SID_L2_1>"], 1, "missing"),
+        (
+            [
+                "bank",
+                "apply",
+                "--op",
+                "insert",
+                "--sid",
+                "<SID_L1_1><SID_L2_1><SID_L3_1>",
+                "--payload",
+                "",
+            ],
+            1,
+            "non-empty",
+        ),
+        (["bank", "apply", "--op", "delete", "--sid", "x", "--payload", "y"], 2, "invalid choice"),
+        (["bank", "history", "--sid", "nonsense"], 1, "unexpected text"),
+        (["bank", "lookup", "-k", "0", "--sid", "<SID_L1_1><SID_L2_1><SID_L3_1>"], 2, "-k"),
+    ],
+)
+def test_bad_input_exits_cleanly_and_changes_nothing(built, capsys, argv, code, needle) -> None:
+    url = f"sqlite:///{built['dir']}/bad.db?bank=b"
+    _run(
+        capsys,
+        "bank",
+        "build",
+        "--experiences",
+        str(built["exp"]),
+        "--codebook",
+        str(built["cb"]),
+        "--bank",
+        url,
+        "--json",
+    )
+    before = _stats(capsys, url)
+    got, out, err = _run(capsys, *argv[:2], "--bank", url, *argv[2:])
+    assert got == code and needle in err and out == ""
+    if code == 1:  # our own errors: exactly one line
+        assert err.count("\n") == 1 and err.startswith("genmem: error:")
+    assert _stats(capsys, url) == before
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "needle"),
+    [
+        (["bank", "stats", "--bank", "nope.db"], 1, "no scheme"),
+        (["bank", "stats", "--bank", "mysql://x/y"], 1, "unknown bank URL scheme"),
+        (
+            [
+                "bank",
+                "build",
+                "--experiences",
+                "/no/such.jsonl",
+                "--codebook",
+                "x",
+                "--bank",
+                "sqlite://",
+            ],
+            2,
+            "does not exist",
+        ),
+        (["bank", "import", "/no/such.jsonl", "--bank", "sqlite://"], 2, "does not exist"),
+    ],
+)
+def test_bad_locations(capsys, argv, code, needle) -> None:
+    got, out, err = _run(capsys, *argv)
+    assert got == code and needle in err and out == ""
+
+
+def test_unknown_bank_and_codebook_mismatch(built, capsys, tmp_path) -> None:
+    url = f"sqlite:///{tmp_path}/m.db?bank=m"
+    code, _, err = _run(capsys, "bank", "stats", "--bank", url)
+    assert code == 1 and "no bank 'm'" in err
+    assert (
+        _run(
+            capsys,
+            "bank",
+            "build",
+            "--experiences",
+            str(built["exp"]),
+            "--codebook",
+            str(built["cb"]),
+            "--bank",
+            url,
+            "--json",
+        )[0]
+        == 0
+    )
+    before = _stats(capsys, url)
+    other = tmp_path / "cb2"
+    assert (
+        main(
+            [
+                "codebook",
+                "fit",
+                "--input",
+                str(built["exp"]),
+                "--sizes",
+                "8,4,2",
+                "--distance",
+                "euclidean",
+                "--out",
+                str(other),
+                "--json",
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    code, _, err = _run(
+        capsys,
+        "bank",
+        "build",
+        "--experiences",
+        str(built["exp"]),
+        "--codebook",
+        str(other),
+        "--bank",
+        url,
+    )
+    assert code == 1 and "codebooks are frozen" in err
+    assert _stats(capsys, url) == before
