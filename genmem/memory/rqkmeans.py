@@ -53,13 +53,20 @@ from pathlib import Path
 from typing import Literal, get_args
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from scipy import sparse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from sklearn.cluster import KMeans
 from tqdm.auto import tqdm
 
 from genmem import __version__
 from genmem.errors import CodebookError, InvalidSID
+from genmem.memory._assign import (
+    CHUNK_ROWS,
+    assign,
+    balanced_share,
+    group_sums,
+    sq_dists,
+    unit_rows,
+)
 from genmem.memory.sid import DEFAULT_SIZES, SID, SIDSpec
 
 __all__ = [
@@ -80,12 +87,6 @@ DISTANCES: tuple[str, ...] = get_args(Distance)
 CENTRES_FILE = "centres.npz"
 METADATA_FILE = "metadata.json"
 _FORMAT_VERSION = 1
-_CHUNK_ROWS = 4096  # rows per assignment chunk: bounds the (rows, N_l) cost matrix
-_EXACT_BUDGET = 1 << 22  # floats per brute-force sub-chunk (rows * N_l * d)
-_TIE_RTOL = 1e-9  # far above float64 rounding of the expanded form (~d * 1e-16)
-_SHARE_ROUNDS = 100  # most fixed-point steps per balancing round (each is one argmin pass)
-_SHARE_TOL = 1e-3  # L1 change of the shares that counts as settled (0.05% of rows move)
-_MIN_STEP = 0.02
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,6 +183,14 @@ class CodebookMetadata(BaseModel):
     genmem_version: str = Field(default=__version__, description="genmem version that fitted.")
     hash: str = Field(default="", description="Content hash (sha256 hex); see Codebooks.hash.")
 
+    @model_validator(mode="after")
+    def _weight_fits_distance(self) -> CodebookMetadata:
+        if self.distance != "weighted" and self.weight is not None:
+            raise ValueError(f"weight={self.weight} is set but distance={self.distance!r}")
+        if self.distance == "weighted" and not (self.weight is not None and self.weight >= 0):
+            raise ValueError(f"distance='weighted' needs a weight >= 0, got {self.weight}")
+        return self
+
 
 def as_embeddings(x: object, *, dim: int | None = None, what: str = "embeddings") -> np.ndarray:
     """Check that ``x`` is a finite real (N, d) matrix (of ``dim`` columns when given)."""
@@ -201,88 +210,6 @@ def as_embeddings(x: object, *, dim: int | None = None, what: str = "embeddings"
         bad = int(np.flatnonzero(~np.isfinite(arr).all(axis=1))[0])
         raise CodebookError(f"{what} contain NaN or inf (first at row {bad}); clean them first")
     return arr
-
-
-def _brute_costs(r: np.ndarray, vecs: np.ndarray, mult: np.ndarray, cosine: bool) -> np.ndarray:
-    """Direct costs for a few rows (the definition the fast path must agree with)."""
-    if cosine:
-        return -(r[:, None, :] * vecs[None, :, :]).sum(-1)
-    return ((r[:, None, :] - vecs[None, :, :]) ** 2).sum(-1) * mult
-
-
-def _assign(r: np.ndarray, vecs: np.ndarray, mult: np.ndarray, cosine: bool) -> np.ndarray:
-    """Codes of float64 rows ``r`` against float64 ``vecs``: the argmin of the level cost."""
-    k = vecs.shape[0]
-    vec_sq = np.einsum("ij,ij->i", vecs, vecs)
-    out = np.empty(r.shape[0], dtype=np.int64)
-    for start in range(0, r.shape[0], _CHUNK_ROWS):
-        rc = r[start : start + _CHUNK_ROWS]
-        cross = rc @ vecs.T
-        if cosine:
-            cost = -cross
-            scale = np.sqrt(np.einsum("ij,ij->i", rc, rc) * vec_sq.max())
-        else:
-            r_sq = np.einsum("ij,ij->i", rc, rc)
-            cost = r_sq[:, None] - 2.0 * cross + vec_sq[None, :]
-            np.maximum(cost, 0.0, out=cost)
-            cost *= mult[None, :]
-            scale = (r_sq + vec_sq.max()) * mult.max()
-        best = cost.argmin(axis=1)
-        if k > 1:
-            two = np.partition(cost, 1, axis=1)
-            near = np.flatnonzero(two[:, 1] - two[:, 0] <= _TIE_RTOL * scale)
-            step = max(1, _EXACT_BUDGET // (k * vecs.shape[1]))
-            for i in range(0, near.size, step):
-                rows = near[i : i + step]
-                best[rows] = _brute_costs(rc[rows], vecs, mult, cosine).argmin(axis=1)
-        out[start : start + rc.shape[0]] = best
-    return out
-
-
-def _group_sums(r: np.ndarray, codes: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-code sums of rows and per-code counts (one sparse product, no Python loop)."""
-    n = r.shape[0]
-    onehot = sparse.csr_matrix((np.ones(n), (codes, np.arange(n))), shape=(k, n))
-    return np.asarray(onehot @ r), np.bincount(codes, minlength=k)
-
-
-def _sq_dists(r: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """(N, K) float32 squared distances, for balancing only (assignment uses :func:`_assign`)."""
-    out = np.empty((r.shape[0], c.shape[0]), dtype=np.float32)
-    c_sq = np.einsum("ij,ij->i", c, c)
-    for start in range(0, r.shape[0], _CHUNK_ROWS):
-        rc = r[start : start + _CHUNK_ROWS]
-        d2 = np.einsum("ij,ij->i", rc, rc)[:, None] - 2.0 * (rc @ c.T) + c_sq[None, :]
-        out[start : start + rc.shape[0]] = np.maximum(d2, 0.0)
-    return out
-
-
-def _balanced_share(d2: np.ndarray, share: np.ndarray, w: float) -> np.ndarray:
-    """Damped fixed-point search for shares ``p`` that reproduce themselves under ``m(p)``.
-
-    One step assigns every row to ``argmin_j d2_ij (K p_j)^w`` and moves ``p`` towards the
-    smoothed shares that assignment gives. Costs of high-dimensional residuals are nearly equal,
-    so full steps overshoot; the step halves whenever the change grows.
-    """
-    n, k = d2.shape
-    step, previous = 0.5, np.inf
-    for _ in range(_SHARE_ROUNDS):
-        codes = np.argmin(d2 * ((k * share) ** w).astype(np.float32), axis=1)
-        target = (np.bincount(codes, minlength=k) + 1.0) / (n + k)
-        change = float(np.abs(target - share).sum())
-        if change < _SHARE_TOL:
-            break
-        if change > previous:
-            step = max(step / 2, _MIN_STEP)
-        previous = change
-        share = (1 - step) * share + step * target
-    return share
-
-
-def _unit_rows(x: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length; zero rows stay zero."""
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
 
 
 class Codebooks:
@@ -439,7 +366,7 @@ class Codebooks:
             cent = self._centres[level].astype(np.float64)
             vecs = self._directions[level].astype(np.float64) if cosine else cent
             mult = self._multipliers[level].astype(np.float64)
-            codes[:, level] = _assign(r, vecs, mult, cosine)
+            codes[:, level] = assign(r, vecs, mult, cosine)
             r -= cent[codes[:, level]]
         return codes, r
 
@@ -447,7 +374,7 @@ class Codebooks:
         """(N, L) int64 codes of (N, d) embeddings, level 1 first."""
         arr = as_embeddings(x, dim=self.dim)
         codes = np.empty((arr.shape[0], self._spec.levels), dtype=np.int64)
-        step = 8 * _CHUNK_ROWS  # bounds the float64 copy of the input
+        step = 8 * CHUNK_ROWS  # bounds the float64 copy of the input
         for start in range(0, arr.shape[0], step):
             codes[start : start + step] = self._quantize64(arr[start : start + step])[0]
         return codes
@@ -631,17 +558,17 @@ class RQKMeans:
         cfg = self.config
         ones = np.ones(k, dtype=np.float32)
         if cfg.distance == "spherical":
-            u = _unit_rows(self._kmeans(_unit_rows(r), k, seed))
+            u = unit_rows(self._kmeans(unit_rows(r), k, seed))
             u[np.linalg.norm(u, axis=1) == 0, 0] = 1.0  # a degenerate centre still needs a way
             u32 = u.astype(np.float32)
-            s = _assign(r, u32.astype(np.float64), np.ones(k), cosine=True)
-            sums, counts = _group_sums(r, s, k)
+            s = assign(r, u32.astype(np.float64), np.ones(k), cosine=True)
+            sums, counts = group_sums(r, s, k)
             scale = np.einsum("ij,ij->i", sums, u32) / np.maximum(counts, 1)
             return (scale[:, None] * u32).astype(np.float32), ones, u32, s
         c = self._kmeans(r, k, seed)
         if cfg.distance == "euclidean" or cfg.weight == 0:
             c32 = c.astype(np.float32)
-            return c32, ones, None, _assign(r, c32.astype(np.float64), np.ones(k), cosine=False)
+            return c32, ones, None, assign(r, c32.astype(np.float64), np.ones(k), cosine=False)
         return self._balance(r, c, k)
 
     def _balance(
@@ -649,15 +576,15 @@ class RQKMeans:
     ) -> tuple[np.ndarray, np.ndarray, None, np.ndarray]:
         """Size-balancing rounds for ``weighted``, then assignment with frozen multipliers."""
         n, w = r.shape[0], float(self.config.weight or 0.0)
-        d2 = _sq_dists(r, c)
+        d2 = sq_dists(r, c)
         share = (np.bincount(d2.argmin(axis=1), minlength=k) + 1.0) / (n + k)
         for _ in range(self.config.balance_iter):
-            share = _balanced_share(d2, share, w)
+            share = balanced_share(d2, share, w)
             s = np.argmin(d2 * ((k * share) ** w).astype(np.float32), axis=1)
-            sums, counts = _group_sums(r, s, k)
+            sums, counts = group_sums(r, s, k)
             filled = counts > 0  # an empty centre keeps its place and its (falling) cost
             c[filled] = sums[filled] / counts[filled, None]
-            d2 = _sq_dists(r, c)
-        mult = ((k * _balanced_share(d2, share, w)) ** w).astype(np.float32)
+            d2 = sq_dists(r, c)
+        mult = ((k * balanced_share(d2, share, w)) ** w).astype(np.float32)
         c32 = c.astype(np.float32)
-        return c32, mult, None, _assign(r, c32.astype(np.float64), mult.astype(np.float64), False)
+        return c32, mult, None, assign(r, c32.astype(np.float64), mult.astype(np.float64), False)

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from tqdm.auto import tqdm
 
 from genmem.errors import CodebookError
-from genmem.memory.metrics import codebook_metrics
+from genmem.memory.metrics import CodebookMetrics, codebook_metrics
 from genmem.memory.rqkmeans import RQKMeans, RQKMeansConfig, as_embeddings
 from genmem.memory.sid import SIDSpec
 
@@ -31,34 +31,18 @@ __all__ = [
 ]
 
 
-class SearchRow(BaseModel):
-    """One fitted configuration and its scores."""
+class SearchRow(CodebookMetrics):
+    """One fitted configuration: its settings, fit time and every codebook metric."""
 
-    model_config = ConfigDict(frozen=True)
-
-    sizes: str = Field(description="Codebook sizes, e.g. 48x16x8x8.")
-    levels: int = Field(description="Number of levels L.")
-    capacity: int = Field(description="prod N_l.")
-    vocab_size: int = Field(description="sum N_l.")
     distance: str = Field(description="euclidean, spherical or weighted.")
     weight: float | None = Field(description="w for weighted, else None.")
     fit_seconds: float = Field(description="Wall time of the fit.")
-    n: int = Field(description="Embeddings fitted and evaluated.")
-    used_leaves: int = Field(description="Distinct complete SIDs.")
-    leaf_utilization: float = Field(description="used_leaves / capacity (0-1).")
-    ucr: float = Field(description="used_leaves / n.")
-    singleton_fraction: float = Field(description="Share of entries alone on their SID.")
-    dui: float = Field(description="Mean normalised entropy over levels.")
-    icr: float | None = Field(description="H_joint / sum H_l.")
-    total_correlation: float = Field(description="sum H_l - H_joint (nats).")
-    recon_mse: float = Field(description="mean ||e - ê||^2 per entry.")
-    recon_mse_per_dim: float = Field(description="recon_mse / d.")
-    recon_euclidean: float = Field(description="mean ||e - ê||.")
-    utilization: list[float] = Field(description="U_l per level.")
-    prefix_utilization: list[float] = Field(description="U_1:l per depth.")
-    entropy_norm: list[float] = Field(description="Normalised entropy per level.")
-    effective_codes: list[float] = Field(description="exp(H_l) per level.")
     hash: str = Field(description="Content hash of the fitted codebooks.")
+
+    @property
+    def label(self) -> str:
+        """Sizes written like ``48x16x8x8``."""
+        return "x".join(map(str, self.sizes))
 
 
 def parse_configs(text: str) -> list[tuple[int, ...]]:
@@ -111,20 +95,22 @@ def search_configs(
         m = codebook_metrics(model.codes_, cb.spec, embeddings=x, codebooks=cb)
         rows.append(
             SearchRow(
-                sizes=str(cb.spec),
                 distance=cfg.distance,
                 weight=cfg.weight,
                 fit_seconds=seconds,
                 hash=cb.hash,
-                **m.model_dump(
-                    include=set(SearchRow.model_fields) - {"sizes", "distance", "weight"}
-                ),
+                **m.model_dump(),
             )
         )
     return rows
 
 
-def _cell(value: object) -> object:
+_FIRST_COLUMNS = ["sizes", "distance", "weight", "fit_seconds"]
+
+
+def _cell(key: str, value: object) -> object:
+    if key == "sizes" and isinstance(value, list):
+        return "x".join(map(str, value))
     if isinstance(value, list):
         return "/".join(f"{v:.6g}" for v in value)
     return "" if value is None else value
@@ -135,12 +121,12 @@ def write_search_results(rows: Sequence[SearchRow], csv_path: str | Path) -> tup
     out = Path(csv_path)
     json_path = out.with_suffix(".json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    fields = list(SearchRow.model_fields)
+    fields = _FIRST_COLUMNS + [f for f in SearchRow.model_fields if f not in _FIRST_COLUMNS]
     with out.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields)
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: _cell(v) for k, v in row.model_dump().items()})
+            writer.writerow({k: _cell(k, v) for k, v in row.model_dump().items()})
     json_path.write_text(json.dumps([r.model_dump() for r in rows], indent=2) + "\n")
     return out, json_path
 
@@ -156,7 +142,7 @@ def format_search_table(rows: Sequence[SearchRow]) -> str:
         icr = f"{r.icr:.3f}" if r.icr is not None else "-"
         dist = r.distance + (f"({r.weight:g})" if r.weight is not None else "")
         lines.append(
-            f"{r.sizes:<14}{r.levels:>2} {r.capacity:>9} {r.vocab_size:>5} {dist:<15}"
+            f"{r.label:<14}{r.levels:>2} {r.capacity:>9} {r.vocab_size:>5} {dist:<15}"
             f"{r.fit_seconds:>7.2f} {100 * r.leaf_utilization:>7.2f} {r.ucr:>7.4f} "
             f"{r.dui:>6.3f} {icr:>6} {r.recon_mse_per_dim:>10.3e}"
         )

@@ -212,6 +212,12 @@ def _tamper_metadata(path):
     (path / "metadata.json").write_text(json.dumps(meta))
 
 
+def _weight_on_euclidean(path):
+    meta = json.loads((path / "metadata.json").read_text())
+    meta["distance"], meta["weight"] = "euclidean", 0.3
+    (path / "metadata.json").write_text(json.dumps(meta))
+
+
 def _tamper_centres(path):
     with np.load(path / "centres.npz") as npz:
         arrays = dict(npz)
@@ -236,6 +242,7 @@ def _drop_hash(path):
         (_tamper_centres, "hash mismatch"),
         (_truncate_centres, "centres.npz"),
         (_drop_hash, "metadata.json"),
+        (_weight_on_euclidean, "metadata.json"),
         (lambda p: (p / "metadata.json").write_text("{not json"), "metadata.json"),
         (lambda p: (p / "metadata.json").unlink(), "metadata.json is missing"),
     ],

@@ -27,7 +27,7 @@ def rows() -> list[SearchRow]:
 
 
 def test_one_row_per_configuration_and_distance(rows):
-    assert [(r.sizes, r.distance) for r in rows] == [
+    assert [(r.label, r.distance) for r in rows] == [
         ("8x4x2", "euclidean"),
         ("8x4x2", "spherical"),
         ("8x4x2", "weighted"),
