@@ -30,8 +30,8 @@ import math
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from genmem.errors import CodebookError, InvalidSID
-from genmem.memory.rqkmeans import Codebooks, as_embeddings
+from genmem.errors import CodebookError
+from genmem.memory.rqkmeans import Codebooks, as_embeddings, check_codes
 from genmem.memory.sid import SIDSpec
 
 __all__ = ["CodebookMetrics", "code_shares", "codebook_metrics", "entropy"]
@@ -69,23 +69,10 @@ class CodebookMetrics(BaseModel):
 
 
 def _check_codes(codes: np.ndarray, spec: SIDSpec) -> np.ndarray:
-    c = np.asarray(codes)
-    if c.ndim != 2 or c.shape[1] != spec.levels or c.shape[0] == 0:
-        raise CodebookError(
-            f"codes must be a non-empty (n, {spec.levels}) matrix for spec {spec}, "
-            f"got shape {c.shape}"
-        )
-    if c.dtype.kind not in "iu":
-        raise InvalidSID(f"codes must be integers, got dtype {c.dtype}", text=c.dtype)
-    lo, hi = c.min(axis=0), c.max(axis=0)
-    for level, n in enumerate(spec.sizes):
-        if lo[level] < 0 or hi[level] >= n:
-            raise InvalidSID(
-                f"codes at level {level + 1} span {lo[level]}..{hi[level]}; allowed 0-{n - 1} "
-                f"(spec {spec})",
-                text=(int(lo[level]), int(hi[level])),
-            )
-    return c.astype(np.int64, copy=False)
+    c = check_codes(codes, spec)
+    if c.shape[0] == 0:
+        raise CodebookError("metrics need a non-empty set of codes")
+    return c
 
 
 def code_shares(codes: np.ndarray, spec: SIDSpec) -> list[np.ndarray]:

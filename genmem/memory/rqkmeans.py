@@ -78,6 +78,7 @@ __all__ = [
     "RQKMeans",
     "RQKMeansConfig",
     "as_embeddings",
+    "check_codes",
 ]
 
 Distance = Literal["euclidean", "spherical", "weighted"]
@@ -114,6 +115,11 @@ class RQKMeansConfig:
     tol: float = 1e-4
     """K-means convergence tolerance (relative centre shift, as in scikit-learn)."""
 
+    max_points_per_centre: int | None = 256
+    """Cap for the K-means start: k-means++ and a first Lloyd run use a seeded sample of at most
+    ``N_l`` times this many residuals, then Lloyd continues on all of them from those centres.
+    ``None`` runs everything on all residuals."""
+
     balance_iter: int = 10
     """Balancing rounds (share fixed point, then centre update) per level for ``weighted``."""
 
@@ -146,7 +152,10 @@ class RQKMeansConfig:
                 f"weight={self.weight!r} only applies to distance='weighted', but "
                 f"distance={self.distance!r}; drop the weight or use distance='weighted'"
             )
-        for name, low in (("n_init", 1), ("max_iter", 1), ("balance_iter", 0), ("seed", 0)):
+        checks = [("n_init", 1), ("max_iter", 1), ("balance_iter", 0), ("seed", 0)]
+        if self.max_points_per_centre is not None:
+            checks.append(("max_points_per_centre", 1))
+        for name, low in checks:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise CodebookError(f"{name}={value!r} must be an integer >= {low}")
@@ -177,6 +186,7 @@ class CodebookMetadata(BaseModel):
     max_iter: int = Field(default=100, description="Most K-means iterations per level.")
     tol: float = Field(default=1e-4, description="K-means tolerance.")
     balance_iter: int = Field(default=0, description="Most balancing rounds (weighted).")
+    max_points_per_centre: int | None = Field(default=None, description="K-means start sample.")
     encoder_id: str | None = Field(default=None, description="Encoder that made the embeddings.")
     encoder_prefix: str | None = Field(default=None, description="Instruction prefix used.")
     created_at: str = Field(default="", description="UTC time of the fit (ISO 8601).")
@@ -190,6 +200,26 @@ class CodebookMetadata(BaseModel):
         if self.distance == "weighted" and not (self.weight is not None and self.weight >= 0):
             raise ValueError(f"distance='weighted' needs a weight >= 0, got {self.weight}")
         return self
+
+
+def check_codes(codes: object, spec: SIDSpec, *, depth: int | None = None) -> np.ndarray:
+    """An int64 (N, L) code matrix of ``spec`` (with ``depth``: at least that many columns)."""
+    c = np.asarray(codes)
+    need = spec.levels if depth is None else depth
+    if c.ndim != 2 or not (c.shape[1] >= need if depth is not None else c.shape[1] == need):
+        raise CodebookError(
+            f"codes must be an (N, {need}) matrix for spec {spec}, not shape {c.shape}"
+        )
+    if c.size and c.dtype.kind not in "iu":
+        raise InvalidSID(f"codes must be integers, got dtype {c.dtype}", text=str(c.dtype))
+    for level in range(need if c.shape[0] else 0):
+        lo, hi, n = int(c[:, level].min()), int(c[:, level].max()), spec.sizes[level]
+        if lo < 0 or hi >= n:
+            raise InvalidSID(
+                f"codes at level {level + 1} span {lo}..{hi}; allowed 0-{n - 1} (spec {spec})",
+                text=(lo, hi),
+            )
+    return c.astype(np.int64, copy=False)
 
 
 def as_embeddings(x: object, *, dim: int | None = None, what: str = "embeddings") -> np.ndarray:
@@ -357,56 +387,33 @@ class Codebooks:
         """sha256 over arrays, sizes, distance, weight and encoder recipe (not the fit time)."""
         return self._metadata.hash
 
-    def _quantize64(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Codes and final residuals of float64 rows (the one assignment path)."""
-        r = np.array(x, dtype=np.float64, copy=True)
-        codes = np.empty((r.shape[0], self._spec.levels), dtype=np.int64)
-        cosine = self._directions is not None
-        for level in range(self._spec.levels):
-            cent = self._centres[level].astype(np.float64)
-            vecs = self._directions[level].astype(np.float64) if cosine else cent
-            mult = self._multipliers[level].astype(np.float64)
-            codes[:, level] = assign(r, vecs, mult, cosine)
-            r -= cent[codes[:, level]]
-        return codes, r
-
     def quantize(self, x: np.ndarray) -> np.ndarray:
         """(N, L) int64 codes of (N, d) embeddings, level 1 first."""
         arr = as_embeddings(x, dim=self.dim)
         codes = np.empty((arr.shape[0], self._spec.levels), dtype=np.int64)
+        cosine = self._directions is not None
         step = 8 * CHUNK_ROWS  # bounds the float64 copy of the input
         for start in range(0, arr.shape[0], step):
-            codes[start : start + step] = self._quantize64(arr[start : start + step])[0]
+            r = arr[start : start + step].astype(np.float64)
+            for level in range(self._spec.levels):
+                cent = self._centres[level].astype(np.float64)
+                vecs = self._directions[level].astype(np.float64) if cosine else cent
+                mult = self._multipliers[level].astype(np.float64)
+                s = assign(r, vecs, mult, cosine)
+                r -= cent[s]
+                codes[start : start + step, level] = s
         return codes
 
     def sids(self, x: np.ndarray) -> list[SID]:
         """The SID of each embedding."""
         return [SID(tuple(row), self._spec) for row in self.quantize(x).tolist()]
 
-    def _check_codes(self, codes: np.ndarray, depth: int) -> np.ndarray:
-        c = np.asarray(codes)
-        if c.ndim != 2 or c.shape[1] < depth or (c.size and c.dtype.kind not in "iu"):
-            raise InvalidSID(
-                f"codes must be an integer (N, >= {depth}) matrix, got shape {c.shape} "
-                f"dtype {c.dtype}",
-                text=c.shape,
-            )
-        for level in range(depth):
-            col, n = c[:, level], self._spec.sizes[level]
-            if col.size and (col.min() < 0 or col.max() >= n):
-                raise InvalidSID(
-                    f"codes at level {level + 1} span {col.min()}..{col.max()}; allowed 0-{n - 1} "
-                    f"(spec {self._spec})",
-                    text=(int(col.min()), int(col.max())),
-                )
-        return c
-
     def reconstruct(self, codes: np.ndarray, depth: int | None = None) -> np.ndarray:
         """(N, d) float64 sum of the chosen centres of the first ``depth`` levels (default L)."""
         depth = self._spec.levels if depth is None else depth
         if not 0 <= depth <= self._spec.levels:
             raise CodebookError(f"depth {depth} outside 0..{self._spec.levels}")
-        c = self._check_codes(codes, depth)
+        c = check_codes(codes, self._spec, depth=depth)
         out = np.zeros((c.shape[0], self.dim), dtype=np.float64)
         for level in range(depth):
             out += self._centres[level].astype(np.float64)[c[:, level]]
@@ -534,6 +541,7 @@ class RQKMeans:
             max_iter=cfg.max_iter,
             tol=cfg.tol,
             balance_iter=cfg.balance_iter if cfg.distance == "weighted" else 0,
+            max_points_per_centre=cfg.max_points_per_centre,
             encoder_id=cfg.encoder_id,
             encoder_prefix=cfg.encoder_prefix,
             created_at=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -547,9 +555,24 @@ class RQKMeans:
         return self
 
     def _kmeans(self, data: np.ndarray, k: int, seed: int) -> np.ndarray:
+        """K-means centres of ``data``; started on a sample when the data is large."""
         cfg = self.config
-        km = KMeans(k, n_init=cfg.n_init, max_iter=cfg.max_iter, tol=cfg.tol, random_state=seed)
-        return km.fit(data.astype(np.float32)).cluster_centers_.astype(np.float64)
+        x = data.astype(np.float32)
+        init: str | np.ndarray = "k-means++"
+        n_init = cfg.n_init
+        cap = cfg.max_points_per_centre
+        if cap is not None and x.shape[0] > k * cap:
+            # k-means++ over every row dominates the cost at this size; a sample of a few
+            # hundred rows per centre places the centres as well (the start faiss uses too).
+            rows = np.sort(np.random.default_rng(seed).choice(x.shape[0], k * cap, replace=False))
+            start = KMeans(
+                k, n_init=n_init, max_iter=cfg.max_iter, tol=cfg.tol, random_state=seed
+            ).fit(x[rows])
+            init, n_init = start.cluster_centers_, 1
+        km = KMeans(
+            k, init=init, n_init=n_init, max_iter=cfg.max_iter, tol=cfg.tol, random_state=seed
+        )
+        return km.fit(x).cluster_centers_.astype(np.float64)
 
     def _fit_level(
         self, r: np.ndarray, k: int, seed: int

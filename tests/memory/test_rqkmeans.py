@@ -166,6 +166,16 @@ def test_reconstruct_rejects_bad_codes_and_depth(fitted):
     assert cb.reconstruct(np.zeros((2, 1), dtype=int), depth=1).shape == (2, DIM)
 
 
+def test_sampled_kmeans_start_is_exact_and_close(data):
+    """A K-means start on 4 rows per centre: codes stay exact, the error stays near the full fit."""
+    full = fit(data, "euclidean", max_points_per_centre=None)
+    sampled = fit(data, "euclidean", max_points_per_centre=4)
+    assert sampled.codebooks_.metadata.max_points_per_centre == 4
+    np.testing.assert_array_equal(brute_force_codes(sampled.codebooks_, data), sampled.codes_)
+    assert sampled.level_mse_[-1] < 1.1 * full.level_mse_[-1]
+    assert fit(data, "euclidean", max_points_per_centre=4).codebooks_ == sampled.codebooks_
+
+
 # --- frozen codebooks, save and load ------------------------------------------------------------
 
 
@@ -324,6 +334,7 @@ def test_quantize_rejects_wrong_dimension(fitted):
         ({"sizes": ()}, "at least one level"),
         ({"sizes": (8, 0)}, "level 2"),
         ({"n_init": 0}, "n_init"),
+        ({"max_points_per_centre": 0}, "max_points_per_centre"),
         ({"seed": -1}, "seed"),
         ({"tol": float("nan")}, "tol"),
     ],
