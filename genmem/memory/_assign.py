@@ -9,7 +9,15 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
-__all__ = ["assign", "balanced_share", "brute_costs", "group_sums", "sq_dists", "unit_rows"]
+__all__ = [
+    "SETTLED",
+    "assign",
+    "balanced_share",
+    "brute_costs",
+    "group_sums",
+    "sq_dists",
+    "unit_rows",
+]
 
 CHUNK_ROWS = 4096  # rows per assignment chunk: bounds the (rows, N_l) cost matrix
 _EXACT_BUDGET = 1 << 22  # floats per brute-force sub-chunk (rows * N_l * d)
@@ -17,6 +25,7 @@ _TIE_RTOL = 1e-9  # far above float64 rounding of the expanded form (~d * 1e-16)
 _SHARE_ROUNDS = 100  # most fixed-point steps per balancing round (each is one argmin pass)
 _SHARE_TOL = 1e-3  # L1 change of the shares that counts as settled (0.05% of rows move)
 _MIN_STEP = 0.02
+SETTLED = 1e-3  # share of rows whose code may still change when balancing counts as done
 
 
 def brute_costs(r: np.ndarray, vecs: np.ndarray, mult: np.ndarray, cosine: bool) -> np.ndarray:
@@ -62,15 +71,17 @@ def group_sums(r: np.ndarray, codes: np.ndarray, k: int) -> tuple[np.ndarray, np
     return np.asarray(onehot @ r), np.bincount(codes, minlength=k)
 
 
-def sq_dists(r: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """(N, K) float32 squared distances, for balancing only (assignment uses :func:`assign`)."""
-    out = np.empty((r.shape[0], c.shape[0]), dtype=np.float32)
-    c_sq = np.einsum("ij,ij->i", c, c)
-    for start in range(0, r.shape[0], CHUNK_ROWS):
-        rc = r[start : start + CHUNK_ROWS]
-        d2 = np.einsum("ij,ij->i", rc, rc)[:, None] - 2.0 * (rc @ c.T) + c_sq[None, :]
-        out[start : start + rc.shape[0]] = np.maximum(d2, 0.0)
-    return out
+def sq_dists(r32: np.ndarray, r_sq: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """(N, K) float32 squared distances for balancing (codes themselves come from :func:`assign`).
+
+    ``r32`` are the rows in float32 and ``r_sq`` their squared norms, computed once per level.
+    """
+    c32 = c.astype(np.float32)
+    d2 = r32 @ c32.T
+    d2 *= -2.0
+    d2 += r_sq[:, None]
+    d2 += np.einsum("ij,ij->i", c32, c32)[None, :]
+    return np.maximum(d2, 0.0, out=d2)
 
 
 def balanced_share(d2: np.ndarray, share: np.ndarray, w: float) -> np.ndarray:

@@ -26,11 +26,12 @@ Distance settings (how a code is chosen; all three use the recurrence above):
     over-full centre (``N_l p_j > 1``) costs more, an under-used one less. Since ``p`` depends
     on the assignment and the assignment on ``p``, fitting solves for the fixed point by damped
     iteration (``p <- (1 - a) p + a p_new``, ``a`` starting at 1/2 and halving whenever the
-    change grows). Starting from the Euclidean K-means centres, each of ``balance_iter`` rounds
-    solves for ``p`` and moves every centre to the mean of its residuals; a last solve gives
-    the final ``p``. The multipliers are then frozen into the codebook and the fitting set is
-    re-assigned with them, so quantising any data is one vectorised argmin with fixed
-    multipliers. ``w = 0`` gives ``m_j = 1`` and skips balancing: exactly the Euclidean setting.
+    change grows). Starting from the Euclidean K-means centres, each of up to ``balance_iter``
+    rounds solves for ``p`` and moves every centre to the mean of its residuals (stopping early
+    once fewer than 0.1% of codes change between rounds); a last solve gives the final ``p``.
+    The multipliers are then frozen into the codebook and the fitting set is re-assigned with
+    them, so quantising any data is one vectorised argmin with fixed multipliers. ``w = 0``
+    gives ``m_j = 1`` and skips balancing: exactly the Euclidean setting.
 
 Assignment everywhere uses ``||x||^2 - 2 x.c + ||c||^2`` (or ``x.u`` for cosine) in float64 on
 chunks of rows; rows whose best and second-best costs lie within rounding distance are
@@ -61,6 +62,7 @@ from genmem import __version__
 from genmem.errors import CodebookError, InvalidSID
 from genmem.memory._assign import (
     CHUNK_ROWS,
+    SETTLED,
     assign,
     balanced_share,
     group_sums,
@@ -121,7 +123,7 @@ class RQKMeansConfig:
     ``None`` runs everything on all residuals."""
 
     balance_iter: int = 10
-    """Balancing rounds (share fixed point, then centre update) per level for ``weighted``."""
+    """Most balancing rounds (share fixed point, then centre update) per level for ``weighted``."""
 
     encoder_id: str | None = None
     """The encoder that produced the embeddings (recorded in the metadata), if any."""
@@ -599,15 +601,21 @@ class RQKMeans:
     ) -> tuple[np.ndarray, np.ndarray, None, np.ndarray]:
         """Size-balancing rounds for ``weighted``, then assignment with frozen multipliers."""
         n, w = r.shape[0], float(self.config.weight or 0.0)
-        d2 = sq_dists(r, c)
+        r32 = r.astype(np.float32)
+        r_sq = np.einsum("ij,ij->i", r32, r32)
+        d2 = sq_dists(r32, r_sq, c)
         share = (np.bincount(d2.argmin(axis=1), minlength=k) + 1.0) / (n + k)
+        previous = None
         for _ in range(self.config.balance_iter):
             share = balanced_share(d2, share, w)
             s = np.argmin(d2 * ((k * share) ** w).astype(np.float32), axis=1)
+            if previous is not None and np.count_nonzero(s != previous) < SETTLED * n:
+                break  # centres and shares no longer move each other
+            previous = s
             sums, counts = group_sums(r, s, k)
             filled = counts > 0  # an empty centre keeps its place and its (falling) cost
             c[filled] = sums[filled] / counts[filled, None]
-            d2 = sq_dists(r, c)
+            d2 = sq_dists(r32, r_sq, c)
         mult = ((k * balanced_share(d2, share, w)) ** w).astype(np.float32)
         c32 = c.astype(np.float32)
         return c32, mult, None, assign(r, c32.astype(np.float64), mult.astype(np.float64), False)
