@@ -30,7 +30,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", default="genmem-demo", help="output folder (default genmem-demo/)")
     p.add_argument(
-        "--limit", type=positive_int, default=None, help="use only the first N seed experiences"
+        "--limit",
+        type=positive_int,
+        default=2000,
+        help="seed experiences to use (default 2000 of 7,470; encoding costs ~15 ms each on 2 "
+        "CPU cores)",
     )
     p.add_argument("--queries", type=positive_int, default=3, help="held-out questions to look up")
     p.add_argument("--sizes", default="48,16,8,8", help="codebook sizes (default 48,16,8,8)")
