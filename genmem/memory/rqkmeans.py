@@ -567,10 +567,11 @@ class RQKMeans:
             # k-means++ over every row dominates the cost at this size; a sample of a few
             # hundred rows per centre places the centres as well (the start faiss uses too).
             rows = np.sort(np.random.default_rng(seed).choice(x.shape[0], k * cap, replace=False))
+            # float64: scikit-learn's k-means++ upcasts float32 distances chunk by chunk (slow)
             start = KMeans(
                 k, n_init=n_init, max_iter=cfg.max_iter, tol=cfg.tol, random_state=seed
-            ).fit(x[rows])
-            init, n_init = start.cluster_centers_, 1
+            ).fit(data[rows].astype(np.float64))
+            init, n_init = start.cluster_centers_.astype(np.float32), 1
         km = KMeans(
             k, init=init, n_init=n_init, max_iter=cfg.max_iter, tol=cfg.tol, random_state=seed
         )
