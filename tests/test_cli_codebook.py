@@ -195,12 +195,12 @@ def test_search_bad_input(npy, tmp_path, capsys, extra, match):
 @pytest.mark.slow
 def test_fit_and_stats_on_real_texts(tmp_path, capsys):
     jsonl = tmp_path / "exp.jsonl"
-    jsonl.write_text("".join(json.dumps({"text": t}) + "\n" for t in gsm8k_texts(30)))
+    jsonl.write_text("".join(json.dumps({"text": t}) + "\n" for t in gsm8k_texts(20)))
     out = tmp_path / "cb"
     res = run_json(
-        capsys, ["codebook", "fit", "--input", str(jsonl), "--sizes", "6,3", "--out", str(out)]
+        capsys, ["codebook", "fit", "--input", str(jsonl), "--sizes", "4,3", "--out", str(out)]
     )
-    assert (res["n"], res["dim"], res["encoder_id"]) == (30, 384, DEFAULT_ENCODER_ID)
+    assert (res["n"], res["dim"], res["encoder_id"]) == (20, 384, DEFAULT_ENCODER_ID)
     meta = Codebooks.load(out).metadata
     assert meta.encoder_prefix == EXPERIENCE_PREFIX
     stats = run_json(capsys, ["codebook", "stats", str(out), "--input", str(jsonl)])

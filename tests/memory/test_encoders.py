@@ -63,11 +63,11 @@ def test_encode_for_codebook_checks_encoder():
 
 @pytest.mark.slow
 def test_default_minilm_embeddings():
-    texts = gsm8k_texts(24)
+    texts = gsm8k_texts(16)
     enc = default_encoder()
     assert (enc.id, enc.dim, enc.prefix) == (DEFAULT_ENCODER_ID, 384, EXPERIENCE_PREFIX)
     a = enc.encode(texts, batch_size=8)
-    assert a.shape == (24, 384) and a.dtype == np.float32
+    assert a.shape == (16, 384) and a.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
     np.testing.assert_allclose(enc.encode(texts[:3]), a[:3], atol=1e-5)
     plain = enc.with_prefix(None).encode(texts[:3])
@@ -93,7 +93,7 @@ def test_encode_for_codebook_uses_recorded_prefix():
     cb = _codebooks(8, encoder_id=DEFAULT_ENCODER_ID)
     with pytest.raises(CodebookError, match="384-dimensional"):
         encode_for_codebook(cb, texts)
-    x = default_encoder(prefix="p: ").encode(gsm8k_texts(12))
+    x = default_encoder(prefix="p: ").encode(gsm8k_texts(8))
     cfg = RQKMeansConfig(sizes=(4, 2), encoder_id=DEFAULT_ENCODER_ID, encoder_prefix="p: ")
     cb = RQKMeans(cfg).fit(x, progress=False).codebooks_
     np.testing.assert_allclose(encode_for_codebook(cb, texts), x[:4], atol=1e-5)
