@@ -119,7 +119,7 @@ def _open(url: str):
 def _build(args: argparse.Namespace) -> int:
     from genmem.memory.build import ExperienceRecord, build_bank
     from genmem.memory.encoders import encode_for_codebook
-    from genmem.memory.location import open_bank
+    from genmem.memory.location import open_store, parse_bank_url
     from genmem.memory.rqkmeans import Codebooks
 
     records = []
@@ -133,11 +133,17 @@ def _build(args: argparse.Namespace) -> int:
     if not records:
         raise CLIError(f"{args.experiences} holds no experiences")
     codebooks = Codebooks.load(args.codebook)
+    parsed = parse_bank_url(args.bank)
+    store = open_store(parsed)
+    if store.get_info(parsed.bank_id) is not None:  # refuse other codebooks before any work
+        store.bank(parsed.bank_id).check_codebook(codebooks)
     embeddings = encode_for_codebook(
         codebooks, [r.text for r in records], encoder=args.encoder, progress=not args.json
     )
     sids = codebooks.sids(embeddings)
-    bank = open_bank(args.bank, codebooks=codebooks, create=True)
+    bank = store.create_bank(
+        parsed.bank_id, spec=codebooks.spec, codebook_hash=codebooks.hash, exist_ok=True
+    )
     report = build_bank(bank, records, sids, progress=not args.json)
     out = {**report.model_dump(), "bank": args.bank, "codebook_hash": codebooks.hash}
     emit(
