@@ -1,3 +1,5 @@
-"""LangGraph graphs: MemRetriever, MemEvolver, StackPlanner and the closed loop (issue 4)."""
+"""LangGraph graphs over the memory layer (the memory agents' graphs build on these)."""
 
-__all__: list[str] = []
+from genmem.graph.bank_lookup import LookupContext, LookupState, build_lookup_graph
+
+__all__ = ["LookupContext", "LookupState", "build_lookup_graph"]

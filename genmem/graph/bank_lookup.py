@@ -1,0 +1,67 @@
+"""A one-node graph that reads a bank: the memory layer served by ``langgraph dev``.
+
+Input ``{"sid_list": [...]}``; output ``{"results": [...], "error": ...}``. The bank comes from
+the run context (``bank_url``, ``bank_id``, ``memory_k``) or, without a URL, from the store the
+LangGraph server gives the graph, so a bank can live in the platform's own store. The memory
+agents' graphs (MemRetriever, MemEvolver, StackPlanner, the closed loop) build on this layer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+
+from genmem.errors import InvalidSID
+from genmem.tools.lookup import DEFAULT_LOOKUP_K, resolve_bank
+
+__all__ = ["LookupContext", "LookupState", "build_lookup_graph", "graph"]
+
+
+class LookupState(TypedDict, total=False):
+    """State of the bank-lookup graph."""
+
+    sid_list: list[str]
+    results: list[dict[str, Any]]
+    error: str | None
+
+
+class LookupContext(TypedDict, total=False):
+    """Run context: where the bank is and how many neighbours to return."""
+
+    bank_url: str
+    bank_id: str
+    memory_k: int
+
+
+class _Access:
+    """The bank-resolution view of a node's runtime (context and store, no config)."""
+
+    def __init__(self, runtime: Runtime[LookupContext]) -> None:
+        self.context = runtime.context or {}
+        self.store = runtime.store
+        self.config: dict[str, Any] = {}
+
+
+def lookup_node(state: LookupState, runtime: Runtime[LookupContext]) -> LookupState:
+    """Look the requested SIDs up; a malformed SID comes back as ``error``, nothing is read."""
+    bank = resolve_bank(_Access(runtime))  # type: ignore[arg-type]
+    k = int((runtime.context or {}).get("memory_k") or DEFAULT_LOOKUP_K)
+    try:
+        results = bank.lookup(state.get("sid_list") or [], k=k)
+    except InvalidSID as exc:
+        return {"results": [], "error": str(exc)}
+    return {"results": [r.model_dump() for r in results], "error": None}
+
+
+def build_lookup_graph() -> StateGraph:
+    """The uncompiled graph (``langgraph dev`` compiles it with its own store)."""
+    g = StateGraph(LookupState, context_schema=LookupContext)
+    g.add_node("lookup", lookup_node)
+    g.add_edge(START, "lookup")
+    g.add_edge("lookup", END)
+    return g
+
+
+graph = build_lookup_graph()
