@@ -77,6 +77,15 @@ INTEGRATION = {"postgres", "langgraph-postgres"}
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _one_openmp_thread() -> Iterator[None]:
+    """Tiny K-means fits are faster on one OpenMP thread than contending for two cores."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1, user_api="openmp"):
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _postgres_server() -> Iterator[None]:
     """Stop the throwaway PostgreSQL server (started on first use) when the session ends."""
     yield

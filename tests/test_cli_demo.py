@@ -51,5 +51,5 @@ def test_demo_runs_end_to_end(tmp_path, capsys) -> None:
 
 
 def test_demo_rejects_bad_sizes(tmp_path, capsys) -> None:
-    assert main(["demo", "--out", str(tmp_path / "d"), "--sizes", "8,x"]) == 2
+    assert main(["demo", "--out", str(tmp_path / "d"), "--sizes", "8,a"]) == 2
     assert "sizes" in capsys.readouterr().err
