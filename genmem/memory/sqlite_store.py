@@ -113,27 +113,15 @@ class SQLiteBankStore(SQLBankStore):
             cur = conn.cursor()
             try:
                 cur.execute("BEGIN IMMEDIATE")
+                try:
+                    yield cur
+                    conn.commit()
+                except BaseException:
+                    conn.rollback()
+                    raise
             except sqlite3.OperationalError as exc:
-                cur.close()
                 if any(t in str(exc).lower() for t in _TRANSIENT):
-                    raise RetryableWrite(str(exc)) from exc
-                raise
-            try:
-                yield cur
-            except BaseException as exc:
-                conn.rollback()
-                cur.close()
-                if isinstance(exc, sqlite3.OperationalError) and any(
-                    t in str(exc).lower() for t in _TRANSIENT
-                ):
-                    raise RetryableWrite(str(exc)) from exc
-                raise
-            try:
-                conn.commit()
-            except sqlite3.OperationalError as exc:
-                conn.rollback()
-                if any(t in str(exc).lower() for t in _TRANSIENT):
-                    raise RetryableWrite(str(exc)) from exc
+                    raise RetryableWrite(str(exc)) from exc  # lock held: the bank retries
                 raise
             finally:
                 cur.close()
