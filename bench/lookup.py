@@ -126,7 +126,9 @@ def encode_timing(texts: Sequence[str]) -> Timing:
     """Latency of encoding one query at a time: the cost the Chroma side is spared."""
     model = _encoder()
     model.encode(list(texts[:2]))
-    return time_interleaved({"encode": (model.encode, batches(list(texts), 1))})["encode"]
+    return summarize(
+        time_interleaved({"encode": (model.encode, batches(texts, 1))})["encode"], len(texts)
+    )
 
 
 def embed(texts: Sequence[str], tag: str, cache_dir: Path = OUT) -> np.ndarray:
@@ -302,9 +304,10 @@ def make_query_sids(
 # -- timing ---------------------------------------------------------------------------------
 
 
-def summarize(latencies: Sequence[float], queries: int, seconds: float) -> Timing:
-    """Throughput and latency percentiles of one run (latencies in seconds)."""
+def summarize(latencies: Sequence[float], queries: int) -> Timing:
+    """Throughput and latency percentiles of one side's calls (latencies in seconds)."""
     lat_ms = np.asarray(latencies) * 1000.0
+    seconds = float(np.sum(latencies))
     return Timing(
         queries=queries,
         seconds=seconds,
@@ -315,6 +318,21 @@ def summarize(latencies: Sequence[float], queries: int, seconds: float) -> Timin
     )
 
 
+def latency_by_kind(
+    latencies: Sequence[float], kinds: Sequence[str]
+) -> dict[str, dict[str, float]]:
+    """p50 and p99 (ms) of one-query calls, per query kind."""
+    out = {}
+    for kind in dict.fromkeys(k for k, _ in QUERY_MIX):
+        lat = np.asarray([t for t, k in zip(latencies, kinds, strict=True) if k == kind]) * 1000
+        if lat.size:
+            out[kind] = {
+                "p50_ms": float(np.percentile(lat, 50)),
+                "p99_ms": float(np.percentile(lat, 99)),
+            }
+    return out
+
+
 def batches(items: Sequence[Any], size: int) -> list[Any]:
     """Consecutive slices of ``size`` items (made before timing, so slicing is not timed)."""
     return [items[i : i + size] for i in range(0, len(items), size)]
@@ -322,12 +340,11 @@ def batches(items: Sequence[Any], size: int) -> list[Any]:
 
 def time_interleaved(
     sides: dict[str, tuple[Callable[[Any], object], list[Any]]],
-) -> dict[str, Timing]:
-    """Time each side's call once per chunk, taking turns chunk by chunk.
+) -> dict[str, list[float]]:
+    """Seconds of each side's call per chunk, the sides taking turns chunk by chunk.
 
     Turns alternate (chunk ``i`` runs the sides in order, chunk ``i+1`` in reverse) so that
-    load from other processes on a shared machine falls on every side alike. A side's
-    throughput is its queries over the sum of its own call times.
+    load from other processes on a shared machine falls on every side alike.
     """
     names = list(sides)
     rounds = {len(chunks) for _, chunks in sides.values()}
@@ -341,10 +358,7 @@ def time_interleaved(
             t0 = time.perf_counter()
             call(chunks[i])
             latencies[name].append(time.perf_counter() - t0)
-    return {
-        name: summarize(latencies[name], sum(len(c) for c in sides[name][1]), sum(latencies[name]))
-        for name in names
-    }
+    return latencies
 
 
 # -- the two sides --------------------------------------------------------------------------
@@ -465,11 +479,16 @@ def run_size(
             sides[backend] = (partial(bank.lookup, k=k), q_sids, warm_sids)
 
         timings: dict[str, dict[str, Timing]] = {}
+        by_kind: dict[str, dict[str, dict[str, float]]] = {}
+        kinds = [kind for kind, _ in queries]
         for mode, size in (("single", 1), ("batch", args.batch)):
             time_interleaved({name: (f, batches(w, size)) for name, (f, _, w) in sides.items()})
-            timings[mode] = time_interleaved(
+            raw = time_interleaved(
                 {name: (f, batches(q, size)) for name, (f, q, _) in sides.items()}
             )
+            timings[mode] = {name: summarize(lat, len(q_sids)) for name, lat in raw.items()}
+            if size == 1:
+                by_kind = {name: latency_by_kind(lat, kinds) for name, lat in raw.items()}
         result["chroma"] = {
             "client": "PersistentClient (temp dir), HNSW defaults",
             "add_seconds": chroma_add_s,
@@ -485,6 +504,7 @@ def run_size(
             )
             result["genmem"][backend].update(
                 match_depth=dict(sorted(depths.items(), reverse=True)),
+                single_by_kind=by_kind[backend],
                 **{mode: asdict(t[backend]) for mode, t in timings.items()},
             )
             bank.store.close()
@@ -555,6 +575,11 @@ def format_table(report: dict[str, Any]) -> str:
                 f"({g['insert_per_s']:,.0f}/s, one write each{disk}); "
                 f"match depth of hits {g['match_depth']}"
             )
+            kinds = ", ".join(
+                f"{kind} {t['p50_ms']:.3f}/{t['p99_ms']:.3f}"
+                for kind, t in g["single_by_kind"].items()
+            )
+            lines.append(f"genmem {name} 1/call p50/p99 ms by query kind: {kinds}")
     return "\n".join(lines)
 
 
