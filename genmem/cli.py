@@ -1,4 +1,4 @@
-"""The ``genmem`` command: codebooks, banks, and the demo."""
+"""The ``genmem`` command: codebooks, banks, SID generation, and the demo."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (every sub-command has ``--help``)."""
-    from genmem import _cli_bank, _cli_codebook, _cli_demo
+    from genmem import _cli_bank, _cli_codebook, _cli_demo, _cli_sid
 
     parser = argparse.ArgumentParser(
         prog="genmem",
@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     _cli_demo.register(sub)
     _cli_codebook.register(sub)
     _cli_bank.register(sub)
+    _cli_sid.register(sub)
     return parser
 
 

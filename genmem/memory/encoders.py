@@ -30,6 +30,7 @@ __all__ = [
     "default_encoder",
     "encode_for_codebook",
     "format_for_encoding",
+    "import_sentence_transformers",
     "load_encoder",
 ]
 
@@ -83,23 +84,31 @@ def format_for_encoding(text: str, prefix: str | None) -> str:
     return prefix + text
 
 
+def import_sentence_transformers() -> Any:
+    """The ``sentence_transformers`` module, imported with every hub access switched off."""
+    # Set before the import (huggingface_hub reads them then): never reach a hub.
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    try:
+        import sentence_transformers
+    except ImportError as exc:
+        raise EncoderUnavailable(
+            f"sentence-transformers is not importable ({exc}); "
+            "install it with `pip install sentence-transformers`"
+        ) from None
+    return sentence_transformers
+
+
 def _load_model(path: Path, device: str) -> Any:
     """Load a sentence-transformers model once per process (loading takes seconds)."""
     key = (str(path), device)
     with _MODELS_LOCK:
         if key not in _MODELS:
-            # Set before the import (huggingface_hub reads it then): never reach a hub.
-            os.environ["HF_HUB_OFFLINE"] = "1"
-            os.environ["TRANSFORMERS_OFFLINE"] = "1"
+            st = import_sentence_transformers()
             try:
-                from sentence_transformers import SentenceTransformer
-            except ImportError as exc:
-                raise EncoderUnavailable(
-                    f"sentence-transformers is not importable ({exc}); "
-                    "install it with `pip install sentence-transformers`"
-                ) from None
-            try:
-                _MODELS[key] = SentenceTransformer(str(path), device=device, local_files_only=True)
+                _MODELS[key] = st.SentenceTransformer(
+                    str(path), device=device, local_files_only=True
+                )
             except (OSError, ValueError, RuntimeError, KeyError) as exc:
                 raise EncoderUnavailable(
                     f"cannot load an embedding model from {path} ({exc}); pass a directory "

@@ -23,7 +23,6 @@ turns many such reports into rates (fractions in [0, 1]; the paper prints them t
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections.abc import Sequence
@@ -35,7 +34,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from genmem.errors import EncoderUnavailable, InvalidSID
-from genmem.memory.encoders import Encoder, load_encoder
+from genmem.memory.encoders import Encoder, import_sentence_transformers, load_encoder
 from genmem.memory.sid import SID, SIDSpec
 from genmem.policies.types import SIDCandidate
 
@@ -287,18 +286,9 @@ def _check_model_dir(path: str) -> Path:
 def _load_cross_encoder(path: str, device: str) -> PairScorer:
     """A sentence-transformers CrossEncoder from a local directory (offline)."""
     p = _check_model_dir(path)
-    # Set before the import (huggingface_hub reads them then): never reach a hub.
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    st = import_sentence_transformers()
     try:
-        from sentence_transformers import CrossEncoder
-    except ImportError as exc:
-        raise EncoderUnavailable(
-            f"sentence-transformers is not importable ({exc}); "
-            "install it with `pip install sentence-transformers`"
-        ) from None
-    try:
-        return CrossEncoder(str(p), device=device, local_files_only=True)
+        return st.CrossEncoder(str(p), device=device, local_files_only=True)
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
         raise EncoderUnavailable(
             f"cannot load a cross-encoder from {p} ({exc}); pass a directory holding a "

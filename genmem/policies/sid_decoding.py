@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
@@ -45,13 +45,13 @@ __all__ = [
     "SIDDecodingConfig",
     "SIDTrie",
     "TransformersSIDGenerator",
+    "address_prompt",
 ]
 
 MAX_BEAMS = 50
 ADDRESS_PROMPT = (
-    "You address an experience memory. Every stored experience sits at a symbolic address "
-    "(SID) made of one code token per level, coarse to fine. Read the context and reply with "
-    "the single SID whose experience would help most with it, and nothing else."
+    "Reply with only the memory address (SID: one code per level, coarse to fine) of the "
+    "stored experience that best helps with this context."
 )
 _DEAD = -1e8  # transformers starts extra beams at -1e9; a masked token adds -inf
 
@@ -68,8 +68,12 @@ class SIDDecodingConfig:
     """Instruction placed in the system turn before the context."""
     batch_size: int = 8
     """Contexts per ``generate`` call in :meth:`TransformersSIDGenerator.generate_batch`."""
-    max_context_tokens: int = 1024
+    max_context_tokens: int = 512
     """Longer contexts keep their last this-many tokens."""
+    engine: Literal["trie", "generate"] = "trie"
+    """``trie``: our beam search, each prompt encoded once; ``generate``: transformers'
+    ``generate`` with ``prefix_allowed_tokens_fn`` (the reference; it encodes every prompt once
+    per beam). Both rank beams the same way; unconstrained decoding always uses ``generate``."""
 
     def __post_init__(self) -> None:
         if self.allowed not in ("all", "occupied", "prefix"):
@@ -86,6 +90,28 @@ class SIDDecodingConfig:
             )
 
 
+def address_prompt(
+    tokenizer: Any,
+    context: str,
+    *,
+    system_prompt: str = ADDRESS_PROMPT,
+    max_context_tokens: int = 512,
+) -> str:
+    """The chat-templated addressing prompt for ``context``, ending where the SID starts.
+
+    Contexts longer than ``max_context_tokens`` keep their end (the most recent steps of a
+    trajectory matter most).
+    """
+    ids = tokenizer(context, add_special_tokens=False)["input_ids"]
+    if len(ids) > max_context_tokens:
+        context = tokenizer.decode(ids[-max_context_tokens:])
+    messages = [
+        {"role": "system", "content": system_prompt},
+        {"role": "user", "content": context},
+    ]
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+
 class SIDTrie:
     """Allowed SID token sequences as a prefix tree over codes, answered in token ids."""
 
@@ -97,13 +123,15 @@ class SIDTrie:
         self.level_ids = level_ids
         self._code_of = [{tid: c for c, tid in enumerate(ids)} for ids in level_ids]
         self.leaves: set[tuple[int, ...]] | None = None if codes is None else set(codes)
+        self._children: dict[tuple[int, ...], list[int]] = {}
         self._next: dict[tuple[int, ...], list[int]] = {}
         if self.leaves is not None:
             children: dict[tuple[int, ...], set[int]] = {}
             for leaf in self.leaves:
                 for d in range(spec.levels):
                     children.setdefault(leaf[:d], set()).add(leaf[d])
-            self._next = {p: [level_ids[len(p)][c] for c in sorted(s)] for p, s in children.items()}
+            self._children = {p: sorted(s) for p, s in children.items()}
+            self._next = {p: [level_ids[len(p)][c] for c in s] for p, s in self._children.items()}
 
     @classmethod
     def under_parents(
@@ -126,6 +154,14 @@ class SIDTrie:
                 return None
             out.append(self._code_of[depth][tid])
         return tuple(out)
+
+    def children(self, prefix: tuple[int, ...]) -> list[int]:
+        """Codes that may follow a code prefix (empty if the prefix is not allowed)."""
+        if self.leaves is None:
+            return (
+                list(range(self.spec.sizes[len(prefix)])) if len(prefix) < self.spec.levels else []
+            )
+        return self._children.get(prefix, [])
 
     def allowed(self, token_ids: Sequence[int]) -> list[int]:
         """Token ids that may follow ``token_ids`` (never empty, as transformers requires)."""
@@ -232,15 +268,12 @@ class TransformersSIDGenerator:
 
     def prompt(self, context: str) -> str:
         """The chat-templated prompt for one context, ending where the SID starts."""
-        tok = self.policy.tokenizer
-        ids = tok(context, add_special_tokens=False)["input_ids"]
-        if len(ids) > self.config.max_context_tokens:
-            context = tok.decode(ids[-self.config.max_context_tokens :])
-        messages = [
-            {"role": "system", "content": self.config.system_prompt},
-            {"role": "user", "content": context},
-        ]
-        return tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return address_prompt(
+            self.policy.tokenizer,
+            context,
+            system_prompt=self.config.system_prompt,
+            max_context_tokens=self.config.max_context_tokens,
+        )
 
     def generate(self, context: str, k: int = 1) -> list[SIDCandidate]:
         """Up to ``k`` distinct SIDs for ``context``, best first."""
@@ -261,60 +294,145 @@ class TransformersSIDGenerator:
         if k_eff == 0 or not contexts:
             return [DecodeResult(candidates=[], raw=[], invalid=0) for _ in contexts]
         step = max(1, self.config.batch_size // k_eff) if k_eff > 1 else self.config.batch_size
-        out: list[DecodeResult] = []
-        for start in range(0, len(contexts), step):
-            out += self._decode_chunk(contexts[start : start + step], k_eff, trie)
-        return out
+        prompts = [self.prompt(c) for c in contexts]
+        # Batch prompts of similar length together, so one long context does not make a whole
+        # batch pay for its padding; results go back in the caller's order.
+        lengths = [len(ids) for ids in self.policy.tokenizer(prompts)["input_ids"]]
+        order = sorted(range(len(prompts)), key=lengths.__getitem__)
+        out: list[DecodeResult | None] = [None] * len(prompts)
+        for start in range(0, len(order), step):
+            chunk = order[start : start + step]
+            results = self._decode_chunk([prompts[i] for i in chunk], k_eff, trie)
+            for i, res in zip(chunk, results, strict=True):
+                out[i] = res
+        return [r for r in out if r is not None]
 
-    def _decode_chunk(self, contexts: Sequence[str], k: int, trie: SIDTrie) -> list[DecodeResult]:
-        import torch
-
+    def _decode_chunk(self, prompts: Sequence[str], k: int, trie: SIDTrie) -> list[DecodeResult]:
         tok = self.policy.tokenizer
-        levels = self._spec.levels
         with self.policy.lock:
             side = tok.padding_side
             tok.padding_side = "left"
             try:
                 enc = tok(
-                    [self.prompt(c) for c in contexts],
+                    list(prompts),
                     return_tensors="pt",
                     padding=True,
                     add_special_tokens=False,
                 )
             finally:
                 tok.padding_side = side
-            plen = enc["input_ids"].shape[1]
-
-            def allowed(_batch_id: int, ids: Any) -> list[int]:
-                return trie.allowed(ids[plen:].tolist())
-
-            kwargs: dict[str, Any] = {
-                "max_new_tokens": levels,
-                "min_new_tokens": levels,
-                "do_sample": False,
-                "num_beams": k,
-                "num_return_sequences": k,
-                "return_dict_in_generate": True,
-                "pad_token_id": tok.pad_token_id,
-            }
-            if self.config.constrained:
-                kwargs["prefix_allowed_tokens_fn"] = allowed
-            if k > 1:
-                kwargs.update(length_penalty=0.0, early_stopping=True, output_scores=True)
+            if self.config.constrained and self.config.engine == "trie":
+                beams = self._trie_search(enc, k, trie)
             else:
-                kwargs.update(output_logits=True)
-            with torch.inference_mode():
-                gen = self.policy.model.generate(**enc, **kwargs)
+                beams = self._hf_generate(enc, k, trie)
+        return [self._collect([b[0] for b in bs], [b[1] for b in bs], trie) for bs in beams]
+
+    def _hf_generate(self, enc: Any, k: int, trie: SIDTrie) -> list[list[tuple[list[int], float]]]:
+        """Decode with ``generate``: beams constrained by ``prefix_allowed_tokens_fn``."""
+        import torch
+
+        tok = self.policy.tokenizer
+        plen = enc["input_ids"].shape[1]
+
+        def allowed(_batch_id: int, ids: Any) -> list[int]:
+            return trie.allowed(ids[plen:].tolist())
+
+        levels = self._spec.levels
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": levels,
+            "min_new_tokens": levels,
+            "do_sample": False,
+            "num_beams": k,
+            "num_return_sequences": k,
+            "return_dict_in_generate": True,
+            "pad_token_id": tok.pad_token_id,
+        }
+        if self.config.constrained:
+            kwargs["prefix_allowed_tokens_fn"] = allowed
+        if k > 1:
+            kwargs.update(length_penalty=0.0, early_stopping=True, output_scores=True)
+        else:
+            kwargs.update(output_logits=True)
+        with torch.inference_mode():
+            gen = self.policy.model.generate(**enc, **kwargs)
         new = gen.sequences[:, plen:]
         if k > 1:
             scores = gen.sequences_scores.tolist()
         else:
             scores = self._greedy_scores(gen.logits, new, trie)
-        results = []
-        for i in range(len(contexts)):
-            rows = range(i * k, (i + 1) * k)
-            seqs = [new[r].tolist() for r in rows]
-            results.append(self._collect(seqs, [scores[r] for r in rows], trie))
+        seqs = new.tolist()
+        n = enc["input_ids"].shape[0]
+        pairs = list(zip(seqs, scores, strict=True))
+        return [pairs[i * k : (i + 1) * k] for i in range(n)]
+
+    def _trie_search(self, enc: Any, k: int, trie: SIDTrie) -> list[list[tuple[list[int], float]]]:
+        """Beam search over the trie that reads each prompt once.
+
+        ``generate`` copies every prompt ``num_beams`` times before the first forward pass;
+        here each prompt is encoded once, its cache rows are copied to the beams that survive
+        the first SID token, and each later step feeds one token per beam. Beams are ranked
+        exactly as transformers ranks them (summed log_softmax over the full vocabulary, top
+        ``k`` per context each step), so the result is the same, only cheaper.
+        """
+        import torch
+
+        model, levels = self.policy.model, self._spec.levels
+        ids, mask = enc["input_ids"], enc["attention_mask"]
+        pos = (mask.long().cumsum(-1) - 1).clamp(min=0)
+        with torch.inference_mode():
+            out = model(
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=pos,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            cache = out.past_key_values
+            logp = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
+            # one beam per context to start: (context, codes, token ids, score)
+            beams = [(b, (), [], 0.0) for b in range(ids.shape[0])]
+            next_pos = pos[:, -1] + 1
+            for depth in range(levels):
+                chosen = []  # (parent row, context, codes, token ids, score)
+                for ctx in range(ids.shape[0]):
+                    cands = []
+                    for row, (c, codes, _toks, score) in enumerate(beams):
+                        if c != ctx:
+                            continue
+                        kids = trie.children(codes)
+                        if not kids:
+                            continue
+                        tids = [self._level_ids[depth][code] for code in kids]
+                        lps = logp[row, tids].tolist()
+                        cands += [
+                            (score + lp, row, code, tid)
+                            for lp, code, tid in zip(lps, kids, tids, strict=True)
+                        ]
+                    cands.sort(key=lambda x: -x[0])
+                    for total, row, code, tid in cands[:k]:
+                        _, codes, toks, _ = beams[row]
+                        chosen.append((row, ctx, (*codes, code), [*toks, tid], total))
+                beams = [(ctx, codes, toks, score) for _, ctx, codes, toks, score in chosen]
+                if depth == levels - 1 or not beams:
+                    break
+                parents = torch.tensor([row for row, *_ in chosen])
+                cache.reorder_cache(parents)
+                mask = torch.cat([mask[parents], mask.new_ones(len(chosen), 1)], dim=1)
+                step_pos = next_pos[parents]
+                tokens = torch.tensor([[toks[-1]] for _, _, _, toks, _ in chosen])
+                out = model(
+                    input_ids=tokens,
+                    attention_mask=mask,
+                    position_ids=step_pos[:, None],
+                    past_key_values=cache,
+                    use_cache=True,
+                )
+                cache = out.past_key_values
+                logp = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
+                next_pos = step_pos + 1
+        results: list[list[tuple[list[int], float]]] = [[] for _ in range(ids.shape[0])]
+        for ctx, _, toks, score in beams:
+            results[ctx].append((toks, score))
         return results
 
     def _greedy_scores(self, logits: Sequence[Any], new: Any, trie: SIDTrie) -> list[float]:

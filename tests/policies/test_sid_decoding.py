@@ -78,12 +78,12 @@ def _contexts(n: int) -> list[str]:
         "Trajectory: went to kitchen -> opened fridge -> took apple -> failed to heat it.",
         "Résoudre l'équation 3x + 5 = 20.",
         "<SID_L1_3> not a real sid <SID_L9_99>",
-        "a" * 3000,
+        "a" * 3000 if n < 50 else "a" * 300,
         "def f(x):\n    return x ** 2  # what does f(12) return?",
     ]
     out = []
     for i in range(n):
-        out.append(extra[i % len(extra)] if i % 5 == 0 else maths[i][: rng.randrange(40, 400)])
+        out.append(extra[i // 5 % len(extra)] if i % 5 == 0 else maths[i][: rng.randrange(20, 240)])
     return out
 
 
@@ -125,6 +125,25 @@ def test_beam_is_distinct_sorted_and_consistent_with_greedy(generator) -> None:
     # beam search explores more than greedy, so its best is at least as likely
     assert beams[0].score >= greedy.score - 1e-3
     assert [generator.generate(context, k=10)[i].sid for i in range(10)] == sids  # deterministic
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("allowed", ["all", "occupied"])
+def test_trie_engine_matches_transformers_generate(default_policy, small_bank, allowed) -> None:
+    contexts = _contexts(8)[1:3]
+    kwargs = {"bank": small_bank if allowed == "occupied" else None}
+    fast = TransformersSIDGenerator(
+        default_policy, config=SIDDecodingConfig(allowed=allowed), **kwargs
+    )
+    ref = TransformersSIDGenerator(
+        default_policy, config=SIDDecodingConfig(allowed=allowed, engine="generate"), **kwargs
+    )
+    for k in (1, 4):
+        for a, b in zip(
+            fast.generate_batch(contexts, k), ref.generate_batch(contexts, k), strict=True
+        ):
+            assert [c.sid for c in a] == [c.sid for c in b]
+            assert [c.score for c in a] == pytest.approx([c.score for c in b], abs=1e-3)
 
 
 @pytest.mark.slow
