@@ -1,5 +1,19 @@
-"""LangGraph graphs over the memory layer (the memory agents' graphs build on these)."""
+"""LangGraph graphs over the memory layer and the policies: bank lookup, MemRetriever."""
 
 from genmem.graph.bank_lookup import LookupContext, LookupState, build_lookup_graph
+from genmem.graph.retriever import (
+    MemoryContext,
+    RetrieverConfig,
+    RetrieverState,
+    build_retriever_graph,
+)
 
-__all__ = ["LookupContext", "LookupState", "build_lookup_graph"]
+__all__ = [
+    "LookupContext",
+    "LookupState",
+    "MemoryContext",
+    "RetrieverConfig",
+    "RetrieverState",
+    "build_lookup_graph",
+    "build_retriever_graph",
+]

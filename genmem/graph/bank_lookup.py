@@ -14,7 +14,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
 from genmem.errors import InvalidSID
-from genmem.tools.lookup import DEFAULT_LOOKUP_K, resolve_bank
+from genmem.graph._runtime import bank_from_runtime
+from genmem.tools.lookup import DEFAULT_LOOKUP_K
 
 __all__ = ["LookupContext", "LookupState", "build_lookup_graph", "graph"]
 
@@ -35,18 +36,9 @@ class LookupContext(TypedDict, total=False):
     memory_k: int
 
 
-class _Access:
-    """The bank-resolution view of a node's runtime (context and store, no config)."""
-
-    def __init__(self, runtime: Runtime[LookupContext]) -> None:
-        self.context = runtime.context or {}
-        self.store = runtime.store
-        self.config: dict[str, Any] = {}
-
-
 def lookup_node(state: LookupState, runtime: Runtime[LookupContext]) -> LookupState:
     """Look the requested SIDs up; a malformed SID comes back as ``error``, nothing is read."""
-    bank = resolve_bank(_Access(runtime))  # type: ignore[arg-type]
+    bank = bank_from_runtime(runtime)
     k = int((runtime.context or {}).get("memory_k") or DEFAULT_LOOKUP_K)
     try:
         results = bank.lookup(state.get("sid_list") or [], k=k)

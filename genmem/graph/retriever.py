@@ -1,0 +1,204 @@
+"""The MemRetriever subgraph: generate one SID, look it up through a real tool call, rewrite.
+
+``address -> lookup -> rewrite``:
+
+- ``address`` asks the addressing policy (a :class:`~genmem.policies.types.SIDGenerator`; by
+  default constrained decoding on the retriever's own local model, so the SID is always valid)
+  for candidates, optionally reranks them against the bank's payloads, and writes an assistant
+  message that calls ``memory_lookup`` with exactly one SID;
+- ``lookup`` is LangGraph's ``ToolNode`` running the real tool; the bank comes from the run
+  context (``bank_url``, ``bank_id``, ``memory_k``) or the graph's store;
+- ``rewrite`` has the retriever's chat model turn what came back into short, task-adaptive
+  support (the text between ``<answer>`` tags); with nothing retrieved it answers the fixed
+  no-memory sentence without calling the model.
+
+The SID decision is not preceded by free-text thinking: the constrained decoder reads the task
+directly, which is what makes the address valid by construction.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode
+from langgraph.runtime import Runtime
+
+from genmem.graph._runtime import bank_from_runtime
+from genmem.memory.bank import Bank
+from genmem.policies.backends import load_chat_model
+from genmem.policies.chat_local import ChatLocal
+from genmem.policies.prompts import NO_MEMORY_ANSWER, retriever_prompt, retriever_user_message
+from genmem.policies.rerank import Reranker
+from genmem.policies.sid_decoding import SIDDecodingConfig, TransformersSIDGenerator
+from genmem.policies.types import AllowedMode, SIDGenerator
+from genmem.tools.lookup import create_memory_lookup_tool
+
+__all__ = [
+    "MemoryContext",
+    "RetrieverConfig",
+    "RetrieverState",
+    "build_retriever_graph",
+    "extract_answer",
+    "graph",
+]
+
+_ANSWER = re.compile(r"<answer>\s*(.*?)\s*(?:</answer>|$)", re.DOTALL)
+_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
+
+
+class RetrieverState(TypedDict, total=False):
+    """State of the MemRetriever subgraph."""
+
+    query: str
+    messages: Annotated[list[AnyMessage], add_messages]
+    sid: str | None
+    candidates: list[dict[str, Any]]
+    retrieved: list[dict[str, Any]]
+    support: str
+
+
+class MemoryContext(TypedDict, total=False):
+    """Run context: which bank, and how many entries a lookup returns."""
+
+    bank_url: str
+    bank_id: str
+    memory_k: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetrieverConfig:
+    """How MemRetriever addresses and rewrites."""
+
+    beam: int = 1
+    """SID candidates to decode (1 = greedy)."""
+    rerank: bool = False
+    """Look the candidates up and take the SID whose payload best matches the task."""
+    allowed: AllowedMode = "all"
+    """Which SIDs the decoder may produce (``occupied`` needs the bank at decode time)."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.beam <= 50:
+            raise ValueError(f"beam={self.beam}: use 1 (greedy) to 50")
+        if self.rerank and self.beam < 2:
+            raise ValueError("rerank=True needs beam >= 2 candidates to choose from")
+
+
+def extract_answer(text: str) -> str:
+    """The text inside ``<answer>`` tags (thinking removed), else the reply stripped."""
+    match = _ANSWER.search(text)
+    if match:
+        return match.group(1).strip()
+    return _THINK.sub("", text).strip()
+
+
+GeneratorFactory = Callable[[Bank, RetrieverConfig], SIDGenerator]
+"""Builds the addressing policy for a bank (called once per bank and cached)."""
+
+
+def _local_generator(model: BaseChatModel) -> GeneratorFactory:
+    """Constrained decoding on the same local policy the chat model runs on."""
+
+    def make(bank: Bank, config: RetrieverConfig) -> SIDGenerator:
+        if not isinstance(model, ChatLocal):
+            raise TypeError(
+                "MemRetriever needs an SID generator for a non-local chat model: pass "
+                "sid_generator=... (e.g. a VLLMServerSIDGenerator or a QuantizerAddresser)"
+            )
+        return TransformersSIDGenerator(
+            model.policy,
+            bank.spec,
+            bank=bank if config.allowed != "all" else None,
+            config=SIDDecodingConfig(allowed=config.allowed),
+        )
+
+    return make
+
+
+def build_retriever_graph(
+    model: BaseChatModel | str = "local",
+    *,
+    sid_generator: SIDGenerator | GeneratorFactory | None = None,
+    config: RetrieverConfig | None = None,
+) -> StateGraph:
+    """The uncompiled MemRetriever graph (``langgraph dev`` compiles it with its own store)."""
+    chat = load_chat_model(model)
+    cfg = config or RetrieverConfig()
+    factory: GeneratorFactory
+    if sid_generator is None:
+        factory = _local_generator(chat)
+    elif callable(sid_generator) and not isinstance(sid_generator, SIDGenerator):
+        factory = sid_generator
+    else:
+        fixed = sid_generator
+        factory = lambda bank, config: fixed  # noqa: E731
+    generators: dict[str, SIDGenerator] = {}
+    lock = threading.Lock()
+
+    def generator_for(bank: Bank) -> SIDGenerator:
+        key = f"{id(bank.store)}:{bank.bank_id}"
+        with lock:
+            if key not in generators:
+                generators[key] = factory(bank, cfg)
+            return generators[key]
+
+    def address(state: RetrieverState, runtime: Runtime[MemoryContext]) -> RetrieverState:
+        query = state.get("query") or ""
+        if not query.strip():
+            raise ValueError("MemRetriever needs a non-empty 'query' in its input")
+        bank = bank_from_runtime(runtime)
+        task = retriever_user_message(query)
+        candidates = generator_for(bank).generate(task, k=cfg.beam)
+        chosen = candidates[0].sid if candidates else None
+        if cfg.rerank and candidates:
+            ranked = Reranker(bank).rerank(query, candidates)
+            chosen = ranked[0].sid if ranked else chosen
+        messages: list[AnyMessage] = [
+            SystemMessage(retriever_prompt(bank.spec)),
+            HumanMessage(task),
+        ]
+        if chosen is not None:
+            call = {"name": "memory_lookup", "args": {"sid_list": [chosen]}, "id": "lookup-1"}
+            messages.append(AIMessage("", tool_calls=[call]))
+        return {
+            "messages": messages,
+            "sid": chosen,
+            "candidates": [c.model_dump() for c in candidates],
+        }
+
+    def rewrite(state: RetrieverState) -> RetrieverState:
+        tool_msgs = [m for m in state.get("messages", []) if isinstance(m, ToolMessage)]
+        retrieved: list[dict[str, Any]] = []
+        for msg in tool_msgs:
+            for result in msg.artifact or []:
+                data = result.model_dump() if hasattr(result, "model_dump") else result
+                retrieved += list(data.get("hits", []))
+        if not retrieved:
+            return {"retrieved": [], "support": NO_MEMORY_ANSWER}
+        reply = chat.invoke(state["messages"])
+        support = extract_answer(str(reply.content)) or NO_MEMORY_ANSWER
+        return {"messages": [reply], "retrieved": retrieved, "support": support}
+
+    def route(state: RetrieverState) -> str:
+        return "lookup" if state.get("sid") else "rewrite"
+
+    g = StateGraph(RetrieverState, context_schema=MemoryContext)
+    g.add_node("address", address)
+    g.add_node("lookup", ToolNode([create_memory_lookup_tool()]))
+    g.add_node("rewrite", rewrite)
+    g.add_edge(START, "address")
+    g.add_conditional_edges("address", route, ["lookup", "rewrite"])
+    g.add_edge("lookup", "rewrite")
+    g.add_edge("rewrite", END)
+    return g
+
+
+graph = build_retriever_graph()
+"""MemRetriever on the embedded default model (loaded on first use), for ``langgraph dev``."""

@@ -1,0 +1,132 @@
+"""MemRetriever subgraph: control flow with fakes, then the real default model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langchain_core.messages import AIMessage, ToolMessage
+
+from genmem.graph.retriever import RetrieverConfig, build_retriever_graph, extract_answer
+from genmem.memory.location import open_bank
+from genmem.memory.sid import DEFAULT_SPEC, SID
+from genmem.memory.sqlite_store import SQLiteBankStore
+from genmem.policies.prompts import NO_MEMORY_ANSWER
+from genmem.policies.types import SIDCandidate
+from tests.conftest import TEST_HASH
+
+A = SID((3, 0, 7, 1))
+FAR = SID((40, 2, 2, 2))
+
+
+class FixedGenerator:
+    """Always proposes the same SIDs (control-flow tests only)."""
+
+    def __init__(self, sids: Sequence[SID]) -> None:
+        self.sids = [str(s) for s in sids]
+        self.calls: list[str] = []
+
+    @property
+    def spec(self):
+        return DEFAULT_SPEC
+
+    def generate(self, context: str, k: int = 1) -> list[SIDCandidate]:
+        self.calls.append(context)
+        return [SIDCandidate(sid=s, score=-float(i)) for i, s in enumerate(self.sids[:k])]
+
+    def generate_batch(self, contexts, k=1):
+        return [self.generate(c, k) for c in contexts]
+
+
+@pytest.fixture
+def bank_url(tmp_path) -> str:
+    store = SQLiteBankStore(tmp_path / "bank.db")
+    bank = store.create_bank("gsm", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
+    url = f"sqlite:///{tmp_path}/bank.db?bank=gsm"
+    bank.insert(A, "For rate problems, find the amount per unit first, then scale it.")
+    return url
+
+
+def _run(graph, url: str, query: str = "Pens cost $3 for 2. How much do 10 cost?") -> dict:
+    return graph.compile().invoke({"query": query}, context={"bank_url": url})
+
+
+def test_extract_answer() -> None:
+    assert extract_answer("<think>hm</think> <answer> do X </answer>") == "do X"
+    assert extract_answer("<answer>unclosed") == "unclosed"
+    assert extract_answer("<think>only thinking</think>plain") == "plain"
+
+
+def test_one_sid_one_real_tool_call_then_rewrite(bank_url) -> None:
+    gen = FixedGenerator([A])
+    chat = FakeListChatModel(
+        responses=["<think>rates</think><answer>Find the unit price.</answer>"]
+    )
+    out = _run(build_retriever_graph(chat, sid_generator=gen), bank_url)
+    assert out["sid"] == str(A)
+    assert out["support"] == "Find the unit price."
+    assert [h["sid"] for h in out["retrieved"]] == [str(A)]
+    assert "amount per unit" in out["retrieved"][0]["payload"]
+    calls = [m for m in out["messages"] if isinstance(m, AIMessage) and m.tool_calls]
+    assert len(calls) == 1 and calls[0].tool_calls[0]["args"] == {"sid_list": [str(A)]}
+    tool = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert len(tool) == 1 and "<retrieved_memory" in tool[0].content
+    assert gen.calls and "Pens cost" in gen.calls[0]
+
+
+def test_nothing_retrieved_gives_the_fixed_answer_without_the_model(tmp_path) -> None:
+    SQLiteBankStore(tmp_path / "empty.db").create_bank(
+        "default", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH
+    )
+    url = f"sqlite:///{tmp_path}/empty.db"
+    chat = FakeListChatModel(responses=[])  # raises if called
+    out = _run(build_retriever_graph(chat, sid_generator=FixedGenerator([FAR])), url)
+    assert out["sid"] == str(FAR)
+    assert out["retrieved"] == [] and out["support"] == NO_MEMORY_ANSWER
+
+
+def test_rerank_picks_the_candidate_with_a_payload(bank_url) -> None:
+    chat = FakeListChatModel(responses=["<answer>ok</answer>"])
+    gen = FixedGenerator([FAR, A])  # the decoder prefers an empty slot
+    graph = build_retriever_graph(
+        chat, sid_generator=gen, config=RetrieverConfig(beam=2, rerank=True)
+    )
+    assert _run(graph, bank_url)["sid"] == str(A)
+
+
+def test_bad_input_and_config(bank_url) -> None:
+    graph = build_retriever_graph(
+        FakeListChatModel(responses=[]), sid_generator=FixedGenerator([A])
+    )
+    with pytest.raises(ValueError, match="non-empty 'query'"):
+        _run(graph, bank_url, query="  ")
+    with pytest.raises(ValueError, match="beam"):
+        RetrieverConfig(beam=0)
+    with pytest.raises(ValueError, match="rerank"):
+        RetrieverConfig(rerank=True)
+
+
+@pytest.mark.slow
+def test_real_default_model_end_to_end(bank_url) -> None:
+    bank = open_bank(bank_url)
+    bank.insert(SID((10, 4, 2, 2)), "When a question mixes units, convert everything first.")
+    graph = build_retriever_graph("local", config=RetrieverConfig(allowed="occupied", beam=2))
+    out = _run(graph, bank_url)
+    assert out["sid"] in {str(s) for s in bank.occupied()}
+    assert out["retrieved"] and out["retrieved"][0]["sid"] == out["sid"]
+    assert isinstance(out["support"], str) and out["support"].strip()
+
+
+def test_langgraph_json_serves_mem_retriever() -> None:
+    import json
+    from pathlib import Path
+
+    from langgraph.graph import StateGraph
+
+    from genmem.graph import retriever
+
+    cfg = json.loads((Path(__file__).resolve().parents[2] / "langgraph.json").read_text())
+    assert cfg["graphs"]["mem_retriever"] == "./genmem/graph/retriever.py:graph"
+    assert isinstance(retriever.graph, StateGraph)  # uncompiled: the server adds its store
+    assert set(retriever.graph.nodes) == {"address", "lookup", "rewrite"}
