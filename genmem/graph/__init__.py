@@ -1,6 +1,7 @@
-"""LangGraph graphs over the memory layer and the policies: bank lookup, MemRetriever."""
+"""LangGraph graphs over the memory layer and the policies: lookup, MemRetriever, MemEvolver."""
 
 from genmem.graph.bank_lookup import LookupContext, LookupState, build_lookup_graph
+from genmem.graph.evolver import EvolverConfig, EvolverState, build_evolver_graph
 from genmem.graph.retriever import (
     MemoryContext,
     RetrieverConfig,
@@ -9,11 +10,14 @@ from genmem.graph.retriever import (
 )
 
 __all__ = [
+    "EvolverConfig",
+    "EvolverState",
     "LookupContext",
     "LookupState",
     "MemoryContext",
     "RetrieverConfig",
     "RetrieverState",
+    "build_evolver_graph",
     "build_lookup_graph",
     "build_retriever_graph",
 ]

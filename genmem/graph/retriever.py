@@ -19,8 +19,6 @@ directly, which is what makes the address valid by construction.
 from __future__ import annotations
 
 import re
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 
@@ -31,13 +29,11 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 
+from genmem.graph._addressing import BankGenerators, GeneratorFactory
 from genmem.graph._runtime import bank_from_runtime
-from genmem.memory.bank import Bank
 from genmem.policies.backends import load_chat_model
-from genmem.policies.chat_local import ChatLocal
 from genmem.policies.prompts import NO_MEMORY_ANSWER, retriever_prompt, retriever_user_message
 from genmem.policies.rerank import Reranker
-from genmem.policies.sid_decoding import SIDDecodingConfig, TransformersSIDGenerator
 from genmem.policies.types import AllowedMode, SIDGenerator
 from genmem.tools.lookup import create_memory_lookup_tool
 
@@ -99,29 +95,6 @@ def extract_answer(text: str) -> str:
     return _THINK.sub("", text).strip()
 
 
-GeneratorFactory = Callable[[Bank, RetrieverConfig], SIDGenerator]
-"""Builds the addressing policy for a bank (called once per bank and cached)."""
-
-
-def _local_generator(model: BaseChatModel) -> GeneratorFactory:
-    """Constrained decoding on the same local policy the chat model runs on."""
-
-    def make(bank: Bank, config: RetrieverConfig) -> SIDGenerator:
-        if not isinstance(model, ChatLocal):
-            raise TypeError(
-                "MemRetriever needs an SID generator for a non-local chat model: pass "
-                "sid_generator=... (e.g. a VLLMServerSIDGenerator or a QuantizerAddresser)"
-            )
-        return TransformersSIDGenerator(
-            model.policy,
-            bank.spec,
-            bank=bank if config.allowed != "all" else None,
-            config=SIDDecodingConfig(allowed=config.allowed),
-        )
-
-    return make
-
-
 def build_retriever_graph(
     model: BaseChatModel | str = "local",
     *,
@@ -131,23 +104,7 @@ def build_retriever_graph(
     """The uncompiled MemRetriever graph (``langgraph dev`` compiles it with its own store)."""
     chat = load_chat_model(model)
     cfg = config or RetrieverConfig()
-    factory: GeneratorFactory
-    if sid_generator is None:
-        factory = _local_generator(chat)
-    elif callable(sid_generator) and not isinstance(sid_generator, SIDGenerator):
-        factory = sid_generator
-    else:
-        fixed = sid_generator
-        factory = lambda bank, config: fixed  # noqa: E731
-    generators: dict[str, SIDGenerator] = {}
-    lock = threading.Lock()
-
-    def generator_for(bank: Bank) -> SIDGenerator:
-        key = f"{id(bank.store)}:{bank.bank_id}"
-        with lock:
-            if key not in generators:
-                generators[key] = factory(bank, cfg)
-            return generators[key]
+    generator_for = BankGenerators(chat, sid_generator, cfg, role="MemRetriever")
 
     def address(state: RetrieverState, runtime: Runtime[MemoryContext]) -> RetrieverState:
         query = state.get("query") or ""

@@ -37,7 +37,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from genmem.policies.local import LocalPolicy, load_policy
 
@@ -52,6 +52,23 @@ _TOOLS_INTRO = (
     'tags:\n<tool_call>\n{{"name": "<function-name>", "arguments": {{"<arg>": "<value>"}}}}\n'
     "</tool_call>"
 )
+
+
+def _response_schema(response_format: Any) -> dict[str, Any] | None:
+    """The JSON schema a ``response_format`` asks for (OpenAI shapes or a bare schema)."""
+    if response_format is None:
+        return None
+    if not isinstance(response_format, dict):
+        raise ValueError(f"response_format must be a dict, got {type(response_format).__name__}")
+    if response_format.get("type") == "json_schema":
+        inner = response_format.get("json_schema", response_format)
+        schema = inner.get("schema")
+        if not isinstance(schema, dict):
+            raise ValueError("response_format of type json_schema needs a 'schema' object")
+        return schema
+    if response_format.get("type") == "json_object":
+        return {"type": "object"}
+    return response_format
 
 
 def format_tools_block(tools: Sequence[dict[str, Any]]) -> str:
@@ -220,13 +237,16 @@ class ChatLocal(BaseChatModel):
     ) -> ChatResult:
         tools = kwargs.pop("tools", None) or []
         forced = self._forced_tool(tools, kwargs.pop("tool_choice", None))
+        schema = _response_schema(kwargs.pop("response_format", None))
         policy = self.policy
         tok = policy.tokenizer
         prompt = tok.apply_chat_template(
             to_chat_messages(messages, tools), add_generation_prompt=True, tokenize=False
         )
         prefill = f'<tool_call>\n{{"name": "{forced}", "arguments": ' if forced else ""
-        text, n_in, n_out, finish = self._complete(prompt + prefill, stop)
+        if schema is not None and (tools or stop):
+            raise ValueError("response_format cannot be combined with tools or stop strings")
+        text, n_in, n_out, finish = self._complete(prompt + prefill, stop, schema)
         reply = prefill + text
         if forced and "</tool_call>" not in reply:
             reply += "\n</tool_call>"
@@ -247,7 +267,41 @@ class ChatLocal(BaseChatModel):
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
-    def _complete(self, prompt: str, stop: list[str] | None) -> tuple[str, int, int, str]:
+    def with_structured_output(
+        self,
+        schema: dict[str, Any] | type,
+        *,
+        method: str = "json_schema",
+        include_raw: bool = False,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, Any]:
+        """Replies that follow ``schema``: constrained JSON decoding by default.
+
+        ``method="json_schema"`` (the default) constrains decoding to the schema, so the reply
+        always parses; ``"function_calling"`` asks through a forced tool call instead.
+        """
+        if method != "json_schema":
+            return super().with_structured_output(
+                schema, include_raw=include_raw, method=method, **kwargs
+            )
+        from langchain_core.output_parsers import JsonOutputParser, PydanticOutputParser
+        from langchain_core.runnables import RunnableMap, RunnablePassthrough
+
+        from genmem.policies.structured import schema_of
+
+        bound = self.bind(response_format={"type": "json_schema", "schema": schema_of(schema)})
+        is_model = isinstance(schema, type) and issubclass(schema, BaseModel)
+        parser = PydanticOutputParser(pydantic_object=schema) if is_model else JsonOutputParser()
+        if not include_raw:
+            return bound | parser
+        parse = RunnablePassthrough.assign(parsed=lambda x: parser.invoke(x["raw"]))
+        fallback = RunnablePassthrough.assign(parsed=lambda _: None)
+        with_error = parse.with_fallbacks([fallback], exception_key="parsing_error")
+        return RunnableMap(raw=bound) | with_error
+
+    def _complete(
+        self, prompt: str, stop: list[str] | None, schema: dict[str, Any] | None = None
+    ) -> tuple[str, int, int, str]:
         """Generate after ``prompt``; returns text, prompt tokens, new tokens, finish reason."""
         import torch
 
@@ -265,6 +319,11 @@ class ChatLocal(BaseChatModel):
             gen_kwargs.update(temperature=self.temperature, top_p=self.top_p)
         if stop:
             gen_kwargs.update(stop_strings=list(stop), tokenizer=tok)
+        if schema is not None:
+            from genmem.policies.structured import json_schema_prefix_fn
+
+            n_prompt = int(enc["input_ids"].shape[1])
+            gen_kwargs["prefix_allowed_tokens_fn"] = json_schema_prefix_fn(tok, schema, n_prompt)
         with policy.lock, torch.inference_mode():
             out = policy.model.generate(**enc, **gen_kwargs)
         new = out[0, enc["input_ids"].shape[1] :]

@@ -1,0 +1,614 @@
+"""The MemEvolver subgraph: address the trajectory, read the slot, decide, write through the bank.
+
+``address -> lookup -> decide (-> decide ...) -> apply``:
+
+- ``address`` renders the finished task (query, trajectory, environment outcome) as
+  MemEvolver's user turn, asks the addressing policy for an SID (by default constrained decoding
+  on the evolver's own local model, so the SID is valid by construction) and writes an
+  assistant message that calls ``memory_lookup`` with exactly that SID;
+- ``lookup`` is LangGraph's ``ToolNode`` running the real tool against the run's bank (run
+  context ``bank_url``/``bank_id``/``memory_k``, or the graph's store);
+- ``decide`` has the chat model return an :class:`~genmem.policies.prompts.EvolverDecision`
+  and checks it against what the lookup saw. A model that can call tools is bound to the
+  decision schema as a forced tool (``ChatLocal`` then prefills the call, so even a tiny model
+  answers in the right shape); any other model is asked for the same JSON object as plain text.
+  Either way the reply is read by one parser: the tool call's arguments, or the first JSON
+  object in the text. A decision is rejected, and nothing is written, when the reply is not
+  such an object, its SID is not one of the bank's, it targets another SID than the one just
+  read (a blank SID is taken to mean the one read), its op does not fit the slot (insert on an
+  occupied slot, revise on an empty one), or it inserts an empty payload. While
+  ``max_retries`` allows, the rejection is fed back to the model as a message and it answers
+  again;
+- ``apply`` writes the decision with ``Bank.apply`` as a compare-and-set on the version read at
+  lookup. A bank that refuses (read-only snapshot, a concurrent writer, ...) is recorded as a
+  rejection; the graph never raises for it.
+
+Every attempt leaves one entry in the run's ``events`` log (``applied`` or ``rejected``, with the
+reason), and the final ``error`` says why nothing was written when that is the result.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, TypedDict
+
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import Runnable
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode
+from langgraph.runtime import Runtime
+from pydantic import ValidationError
+
+from genmem.errors import (
+    GenMemError,
+    InvalidSID,
+    InvalidUpdate,
+    ReadOnlyBank,
+    SlotEmpty,
+    SlotOccupied,
+    VersionConflict,
+)
+from genmem.graph._addressing import BankGenerators, GeneratorFactory
+from genmem.graph._runtime import bank_from_runtime
+from genmem.graph.retriever import MemoryContext
+from genmem.graph.trajectory import render_trajectory
+from genmem.memory.records import Update
+from genmem.memory.sid import SIDSpec
+from genmem.policies.backends import load_chat_model
+from genmem.policies.prompts import EvolverDecision, evolver_prompt, evolver_user_message
+from genmem.policies.types import AllowedMode, SIDGenerator
+from genmem.tools.lookup import create_memory_lookup_tool
+
+__all__ = [
+    "EVOLVER_NODE",
+    "EvolverConfig",
+    "EvolverState",
+    "RejectionKind",
+    "build_evolver_graph",
+    "decision_schema",
+    "graph",
+]
+
+EVOLVER_NODE = "mem_evolver"
+"""The ``node`` every MemEvolver event carries."""
+
+RejectionKind = Literal[
+    "no_address",
+    "lookup_failed",
+    "invalid_output",
+    "invalid_sid",
+    "sid_mismatch",
+    "wrong_op",
+    "empty_payload",
+    "read_only_bank",
+    "version_conflict",
+    "slot_occupied",
+    "slot_empty",
+    "invalid_update",
+    "bank_error",
+]
+"""Why a run wrote nothing (``error["kind"]`` and a rejected event's ``reason``)."""
+
+_RETRYABLE = frozenset(
+    {"invalid_output", "invalid_sid", "sid_mismatch", "wrong_op", "empty_payload"}
+)
+"""Faults of the model's decision, which asking again can fix."""
+
+_BANK_KINDS: tuple[tuple[type[GenMemError], RejectionKind], ...] = (
+    (ReadOnlyBank, "read_only_bank"),
+    (VersionConflict, "version_conflict"),
+    (SlotOccupied, "slot_occupied"),
+    (SlotEmpty, "slot_empty"),
+    (InvalidUpdate, "invalid_update"),
+)
+_LOOKUP_CALL_ID = "evolver-lookup-1"
+_DECISION_TOOL = convert_to_openai_tool(EvolverDecision)["function"]["name"]
+_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
+_JSON = json.JSONDecoder()
+
+
+class EvolverState(TypedDict, total=False):
+    """State of the MemEvolver subgraph."""
+
+    query: str
+    trajectory: dict[str, Any] | str
+    """A ``Trajectory.model_dump()`` or the trajectory already rendered as text."""
+    outcome: str | None
+    """What the environment said about the task (e.g. success / failure / unknown), if known;
+    never the reference answer."""
+    messages: Annotated[list[AnyMessage], add_messages]
+    sid: str | None
+    candidates: list[dict[str, Any]]
+    retrieved: list[dict[str, Any]]
+    attempts: int
+    """Decisions asked for so far in this run."""
+    decision: dict[str, Any] | None
+    """The last valid ``EvolverDecision`` (SID in canonical form)."""
+    update: dict[str, Any] | None
+    """The bank's ``ApplyResult`` once the decision is written."""
+    error: dict[str, Any] | None
+    """Why nothing was written: ``{"kind", "message", "output"}`` (None after a write)."""
+    events: Annotated[list[dict[str, Any]], operator.add]
+    """One entry per decision or write: ``applied`` or ``rejected``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvolverConfig:
+    """How MemEvolver addresses, how often it may try again, and whom the bank credits."""
+
+    beam: int = 1
+    """SID candidates to decode; the best one is used (the others are kept in the state)."""
+    allowed: AllowedMode = "all"
+    """Which SIDs the decoder may produce (``occupied`` limits the evolver to revisions)."""
+    max_retries: int = 1
+    """Further decisions to ask for after an invalid one, the rejection fed back each time."""
+    actor: str = EVOLVER_NODE
+    """Who the bank records as the writer of each update."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.beam <= 50:
+            raise ValueError(f"beam={self.beam}: use 1 (greedy) to 50")
+        if self.allowed not in ("all", "occupied", "prefix"):
+            raise ValueError(f"allowed={self.allowed!r}: use 'all', 'occupied' or 'prefix'")
+        if (
+            isinstance(self.max_retries, bool)
+            or not isinstance(self.max_retries, int)
+            or not 0 <= self.max_retries <= 10
+        ):
+            raise ValueError(f"max_retries={self.max_retries!r}: use an int from 0 to 10")
+        if not isinstance(self.actor, str) or not self.actor.strip():
+            raise ValueError(f"actor={self.actor!r}: name the writer with a non-empty string")
+
+
+class _Rejected(Exception):
+    """A decision or write that was refused; becomes ``error`` and a rejected event."""
+
+    def __init__(
+        self,
+        kind: RejectionKind,
+        message: str,
+        output: str | None = None,
+        op: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.output = output
+        self.op = op
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """What the lookup saw at the SID: an exact entry (and its version) or an empty slot."""
+
+    exact: bool
+    version: int | None
+    hits: list[dict[str, Any]]
+
+
+def _event(
+    kind: Literal["applied", "rejected"],
+    *,
+    sid: str | None,
+    message: str,
+    op: str | None = None,
+    outcome: str | None = None,
+    reason: str | None = None,
+    attempt: int | None = None,
+) -> dict[str, Any]:
+    return {
+        "node": EVOLVER_NODE,
+        "kind": kind,
+        "reason": reason,
+        "sid": sid,
+        "op": op,
+        "outcome": outcome,
+        "attempt": attempt,
+        "message": message,
+    }
+
+
+def _rejection(exc: _Rejected, sid: str | None, attempt: int | None = None) -> EvolverState:
+    """The state update that records a refusal."""
+    return {
+        "error": {"kind": exc.kind, "message": exc.message, "output": exc.output},
+        "events": [
+            _event(
+                "rejected",
+                sid=sid,
+                op=exc.op,
+                reason=exc.kind,
+                attempt=attempt,
+                message=exc.message,
+            )
+        ],
+    }
+
+
+def _check_input(state: EvolverState) -> tuple[str, str, str | None]:
+    """Query, rendered trajectory and outcome of the input; ValueError names what is missing."""
+    query = state.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise ValueError("MemEvolver needs a non-empty 'query' in its input")
+    trajectory = state.get("trajectory")
+    if not trajectory or (isinstance(trajectory, str) and not trajectory.strip()):
+        raise ValueError(
+            "MemEvolver needs a 'trajectory' in its input: a Trajectory.model_dump() or its text"
+        )
+    if not isinstance(trajectory, (str, dict)):
+        raise ValueError(
+            f"'trajectory' is a {type(trajectory).__name__}; pass Trajectory.model_dump() or text"
+        )
+    try:
+        text = render_trajectory(trajectory)
+    except ValidationError as exc:
+        raise ValueError(
+            f"'trajectory' is not a Trajectory.model_dump(): {_first_error(exc)}"
+        ) from None
+    outcome = state.get("outcome")
+    if outcome is not None and not isinstance(outcome, str):
+        raise ValueError(f"'outcome' must be text such as 'success' or None, got {outcome!r}")
+    return query, text, outcome
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "value"
+    return f"{where}: {err['msg']}"
+
+
+def _read_slot(messages: list[AnyMessage], sid: str) -> _Slot | None:
+    """What the last ``memory_lookup`` answered for ``sid`` (None if it answered an error)."""
+    for msg in reversed(messages):
+        if isinstance(msg, ToolMessage) and msg.tool_call_id == _LOOKUP_CALL_ID:
+            for result in msg.artifact or []:
+                data = result.model_dump() if hasattr(result, "model_dump") else dict(result)
+                if data.get("query") == sid:
+                    hits = list(data.get("hits", []))
+                    exact = bool(data.get("exact"))
+                    return _Slot(exact, hits[0]["version"] if exact else None, hits)
+            return None
+    return None
+
+
+def _instruction(sid: str, slot: _Slot) -> str:
+    """The user turn that asks for the decision, stating what the slot holds."""
+    if slot.exact:
+        state = (
+            f"Slot {sid} holds an entry (version {slot.version}, shown above), so the op is "
+            '"revise": new text replaces it, the same text keeps it, an empty payload deletes it.'
+        )
+    else:
+        state = (
+            f"Slot {sid} is empty (anything shown above lives at neighbouring SIDs), so the op "
+            'is "insert" with a non-empty payload.'
+        )
+    return (
+        f"{state}\nNow give your decision as one JSON object with the keys "
+        '"analysis", "op", "sid" and "payload", and nothing else. Write to the slot you read: '
+        f'"sid" is {sid}.'
+    )
+
+
+def _feedback(exc: _Rejected, sid: str) -> str:
+    """The user turn that returns a rejected decision to the model."""
+    return (
+        f"That decision was rejected and nothing was written: {exc.message}\n"
+        'Answer again with one JSON object with the keys "analysis", "op", "sid" and '
+        f'"payload", for sid {sid}.'
+    )
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content or []:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+    return "".join(parts)
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """The first JSON object in ``text`` (thinking, prose and code fences around it ignored)."""
+    reply, text = text, _THINK.sub("", text)
+    start = text.find("{")
+    reason = "it holds no JSON object"
+    while start >= 0:
+        try:
+            obj, _ = _JSON.raw_decode(text, start)
+        except json.JSONDecodeError as exc:
+            if reason == "it holds no JSON object":
+                reason = f"its JSON does not parse ({exc})"
+            start = text.find("{", start + 1)
+            continue
+        # A tool call written out as text: {"name": ..., "arguments": {...}}
+        if "op" not in obj and isinstance(obj.get("arguments"), dict):
+            return obj["arguments"]
+        return obj
+    raise _Rejected(
+        "invalid_output",
+        f"the reply is not a decision: {reason}; reply with one JSON object holding "
+        '"op", "sid" and "payload"',
+        output=reply,
+    )
+
+
+def _reply_arguments(reply: AIMessage) -> tuple[dict[str, Any], str]:
+    """The decision's raw arguments and the reply as text, from a tool call or from prose."""
+    for call in reply.tool_calls:
+        raw = json.dumps(call["args"], ensure_ascii=False)
+        if call["name"] != _DECISION_TOOL:
+            raise _Rejected(
+                "invalid_output",
+                f"the reply called {call['name']!r}; return the decision ({_DECISION_TOOL}) "
+                "instead",
+                output=raw,
+            )
+        return dict(call["args"]), raw
+    for bad in reply.invalid_tool_calls:
+        raw = str(bad.get("args") or "")
+        raise _Rejected(
+            "invalid_output",
+            f"the decision's arguments do not parse: {bad.get('error') or 'not a JSON object'}",
+            output=raw,
+        )
+    text = _text(reply.content)
+    return _json_object(text), text
+
+
+def _check_decision(
+    reply: AIMessage, sid: str, slot: _Slot, spec: SIDSpec
+) -> tuple[EvolverDecision, str]:
+    """The reply as a decision that may be written at ``sid``, and the reply's text."""
+    args, raw = _reply_arguments(reply)
+    try:
+        return _validate(args, raw, sid, slot, spec), raw
+    except _Rejected as exc:
+        op = args.get("op")
+        exc.op = op if isinstance(op, str) else None
+        raise
+
+
+def _validate(
+    args: dict[str, Any], raw: str, sid: str, slot: _Slot, spec: SIDSpec
+) -> EvolverDecision:
+    """The decision in ``args`` if it may be written at ``sid`` given what the slot holds."""
+    if not str(args.get("sid") or "").strip():
+        args = {**args, "sid": sid}  # the model left the address to the slot it read
+    try:
+        decision = EvolverDecision.model_validate(args)
+    except ValidationError as exc:
+        raise _Rejected(
+            "invalid_output",
+            f"the decision does not fit the schema ({_first_error(exc)}); it needs "
+            '"op" ("insert" or "revise"), "sid" and "payload" strings',
+            output=raw,
+        ) from None
+    try:
+        target = str(spec.parse(decision.sid))
+    except (InvalidSID, ValueError) as exc:
+        raise _Rejected(
+            "invalid_sid", f"{exc}; write to the slot you read, {sid}", output=raw
+        ) from None
+    if target != sid:
+        raise _Rejected(
+            "sid_mismatch",
+            f"the decision targets {target} but the slot read was {sid}; an entry can only be "
+            f"written after it is read: use sid {sid}",
+            output=raw,
+        )
+    decision = decision.model_copy(update={"sid": target})
+    if decision.op == "insert" and slot.exact:
+        raise _Rejected(
+            "wrong_op",
+            f'insert at {sid}, but the slot holds version {slot.version}; use op "revise" '
+            "(same text keeps it, empty text deletes it)",
+            output=raw,
+        )
+    if decision.op == "revise" and not slot.exact:
+        raise _Rejected(
+            "wrong_op",
+            f'revise at {sid}, but the slot is empty; use op "insert" with the new experience',
+            output=raw,
+        )
+    if decision.op == "insert" and not decision.payload.strip():
+        raise _Rejected(
+            "empty_payload",
+            f"insert at {sid} with an empty payload; write the experience to store",
+            output=raw,
+        )
+    return decision
+
+
+def _bank_kind(exc: GenMemError) -> RejectionKind:
+    for cls, kind in _BANK_KINDS:
+        if isinstance(exc, cls):
+            return kind
+    return "bank_error"
+
+
+def decision_schema(sid: str, occupied: bool, max_payload_chars: int = 1200) -> dict[str, Any]:
+    """The decision's JSON schema for one slot: the op that fits it, the SID that was read.
+
+    Under this schema a constrained decoder cannot write the wrong op, another address or an
+    empty insert; what it writes in the payload is still the model's own.
+    """
+    schema = EvolverDecision.model_json_schema()
+    props = schema["properties"]
+    props["analysis"]["maxLength"] = 300
+    props["op"] = {**props["op"], "enum": ["revise" if occupied else "insert"]}
+    props["sid"] = {**props["sid"], "enum": [sid]}
+    props["payload"]["maxLength"] = max_payload_chars
+    if not occupied:
+        props["payload"]["minLength"] = 1
+    schema["required"] = ["analysis", "op", "sid", "payload"]
+    return schema
+
+
+def _supports_schema(chat: BaseChatModel) -> bool:
+    """Whether ``chat`` takes a JSON schema for its reply (constrained or structured output)."""
+    try:
+        chat.with_structured_output(decision_schema("x", False), method="json_schema")
+    except (NotImplementedError, ValueError, TypeError):
+        return False
+    return True
+
+
+def _decision_model(
+    chat: BaseChatModel, sid: str, occupied: bool, use_schema: bool
+) -> Runnable[LanguageModelInput, Any]:
+    """``chat`` asked for a decision: under the slot's JSON schema, as a forced tool call, or
+    as plain text, whichever the model supports first. The result is always a message."""
+    if use_schema:
+        schema = decision_schema(sid, occupied)
+        return chat.with_structured_output(schema, method="json_schema", include_raw=True) | (
+            lambda out: out["raw"]
+        )
+    try:
+        return chat.bind_tools([EvolverDecision], tool_choice=_DECISION_TOOL)
+    except NotImplementedError:
+        return chat
+
+
+def build_evolver_graph(
+    model: BaseChatModel | str = "local",
+    *,
+    sid_generator: SIDGenerator | GeneratorFactory | None = None,
+    config: EvolverConfig | None = None,
+) -> StateGraph:
+    """The uncompiled MemEvolver graph (``langgraph dev`` compiles it with its own store)."""
+    chat = load_chat_model(model)
+    cfg = config or EvolverConfig()
+    use_schema = _supports_schema(chat)
+    generator_for = BankGenerators(chat, sid_generator, cfg, role="MemEvolver")
+
+    def will_retry(kind: str, attempts: int) -> bool:
+        return kind in _RETRYABLE and attempts <= cfg.max_retries
+
+    def address(state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
+        query, trajectory, outcome = _check_input(state)
+        bank = bank_from_runtime(runtime)
+        task = evolver_user_message(query, trajectory, outcome)
+        candidates = generator_for(bank).generate(task, k=cfg.beam)
+        fresh: EvolverState = {
+            "candidates": [c.model_dump() for c in candidates],
+            "retrieved": [],
+            "attempts": 0,
+            "decision": None,
+            "update": None,
+            "error": None,
+        }
+        if not candidates:
+            exc = _Rejected("no_address", "the addressing policy proposed no SID")
+            return {**fresh, "sid": None, **_rejection(exc, None)}
+        try:
+            chosen = str(bank.sid(candidates[0].sid))
+        except InvalidSID as exc:
+            bad = _Rejected("no_address", f"the addressing policy proposed a bad SID: {exc}")
+            return {**fresh, "sid": None, **_rejection(bad, None)}
+        call = {"name": "memory_lookup", "args": {"sid_list": [chosen]}, "id": _LOOKUP_CALL_ID}
+        return {
+            **fresh,
+            "sid": chosen,
+            "messages": [
+                SystemMessage(evolver_prompt(bank.spec)),
+                HumanMessage(task),
+                AIMessage("", tool_calls=[call]),
+            ],
+        }
+
+    def decide(state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
+        bank = bank_from_runtime(runtime)
+        sid = str(state["sid"])
+        attempt = state.get("attempts", 0) + 1
+        messages = list(state.get("messages", []))
+        slot = _read_slot(messages, sid)
+        if slot is None:
+            tool = [m for m in messages if isinstance(m, ToolMessage)]
+            said = _text(tool[-1].content) if tool else "no answer"
+            exc = _Rejected("lookup_failed", f"memory_lookup did not read {sid}: {said}")
+            return {"attempts": attempt, **_rejection(exc, sid, attempt)}
+        asked: list[AnyMessage] = [] if attempt > 1 else [HumanMessage(_instruction(sid, slot))]
+        decider = _decision_model(chat, sid, slot.exact, use_schema)
+        reply = decider.invoke([*messages, *asked])
+        if not isinstance(reply, AIMessage):
+            reply = AIMessage(_text(getattr(reply, "content", reply)))
+        base: EvolverState = {"attempts": attempt, "retrieved": slot.hits}
+        try:
+            decision, raw = _check_decision(reply, sid, slot, bank.spec)
+        except _Rejected as exc:
+            # The reply goes back as plain text: a dangling tool call would be refused by
+            # providers that require a tool result after every call.
+            said = [*asked, AIMessage(exc.output if exc.output is not None else "")]
+            if will_retry(exc.kind, attempt):
+                said.append(HumanMessage(_feedback(exc, sid)))
+            return {**base, "decision": None, "messages": said, **_rejection(exc, sid, attempt)}
+        return {
+            **base,
+            "decision": decision.model_dump(),
+            "error": None,
+            "messages": [*asked, AIMessage(raw)],
+        }
+
+    def apply(state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
+        bank = bank_from_runtime(runtime)
+        decision = EvolverDecision.model_validate(state["decision"])
+        sid = decision.sid
+        slot = _read_slot(list(state.get("messages", [])), sid)
+        expected = slot.version if slot is not None and decision.op == "revise" else None
+        update = Update(
+            op=decision.op, sid=sid, payload=decision.payload, expected_version=expected
+        )
+        attempt = state.get("attempts")
+        try:
+            result = bank.apply(update, actor=cfg.actor)
+        except GenMemError as exc:
+            refused = _Rejected(
+                _bank_kind(exc), f"the bank refused the write: {exc}", op=decision.op
+            )
+            return _rejection(refused, sid, attempt)
+        before = "empty" if result.version_before is None else f"v{result.version_before}"
+        after = "empty" if result.version_after is None else f"v{result.version_after}"
+        event = _event(
+            "applied",
+            sid=result.sid,
+            op=result.op,
+            outcome=result.outcome,
+            attempt=attempt,
+            message=f"{result.outcome} at {result.sid}: {before} -> {after} (seq {result.seq})",
+        )
+        return {"update": result.model_dump(), "error": None, "events": [event]}
+
+    def after_address(state: EvolverState) -> str:
+        return "lookup" if state.get("sid") else END
+
+    def after_decide(state: EvolverState) -> str:
+        if state.get("decision"):
+            return "apply"
+        error = state.get("error") or {}
+        return "decide" if will_retry(error.get("kind", ""), state.get("attempts", 0)) else END
+
+    g = StateGraph(EvolverState, context_schema=MemoryContext)
+    g.add_node("address", address)
+    g.add_node("lookup", ToolNode([create_memory_lookup_tool()]))
+    g.add_node("decide", decide)
+    g.add_node("apply", apply)
+    g.add_edge(START, "address")
+    g.add_conditional_edges("address", after_address, ["lookup", END])
+    g.add_edge("lookup", "decide")
+    g.add_conditional_edges("decide", after_decide, ["apply", "decide", END])
+    g.add_edge("apply", END)
+    return g
+
+
+graph = build_evolver_graph()
+"""MemEvolver on the embedded default model (loaded on first use), for ``langgraph dev``."""
