@@ -29,7 +29,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Annotated, Any, Literal, TypedDict
 
 from langchain_core.language_models import BaseChatModel
@@ -37,6 +37,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphRecursionError
 from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
 
 from genmem.graph.planner_actions import (
     DEFAULT_AGENTS,
@@ -51,11 +52,12 @@ from genmem.graph.planner_actions import (
     parse_decision,
 )
 from genmem.graph.stack import InvalidStackEdit, StackBudget, TaskStack, approx_tokens
-from genmem.graph.trajectory import StepRecord, Trajectory
+from genmem.graph.trajectory import StepRecord, Trajectory, extend_or_reset
 from genmem.policies.backends import load_chat_model
 from genmem.policies.prompts import NO_MEMORY_ANSWER
 
 __all__ = [
+    "PlannerContext",
     "PlannerInput",
     "PlannerOutput",
     "PlannerState",
@@ -72,15 +74,6 @@ __all__ = [
 _ANSWER = re.compile(r"<answer>\s*(.*?)\s*(?:</answer>|$)", re.DOTALL | re.IGNORECASE)
 _FINAL = re.compile(r"(?:final answer|answer)\s*(?:is|:)\s*(.+)", re.IGNORECASE)
 _REPORT_CHARS = 1200  # characters of a sub-agent report pushed onto the stack
-
-
-def _add_steps(
-    left: list[dict[str, Any]] | None, right: list[dict[str, Any]] | None
-) -> list[dict[str, Any]]:
-    """Append trajectory steps; ``None`` starts a new trajectory (a new run on the thread)."""
-    if right is None:
-        return []
-    return [*(left or []), *right]
 
 
 class PlannerInput(TypedDict, total=False):
@@ -104,7 +97,7 @@ class PlannerState(TypedDict, total=False):
     query: str
     support: str | None
     stack: dict[str, Any]
-    steps: Annotated[list[dict[str, Any]], _add_steps]
+    steps: Annotated[list[dict[str, Any]], extend_or_reset]
     messages: list[BaseMessage]
     reply: str
     parsed: Any
@@ -118,6 +111,17 @@ class PlannerState(TypedDict, total=False):
     status: str
     stop_reason: str
     trajectory: dict[str, Any]
+    budget: dict[str, int]
+    """The budget of this run: the config's, with the run context's overrides."""
+
+
+class PlannerContext(TypedDict, total=False):
+    """Per-run budget overrides (any :class:`~genmem.graph.stack.StackBudget` field)."""
+
+    max_steps: int
+    max_entries: int
+    max_tokens: int
+    max_invalid_actions: int
 
 
 @dataclass(frozen=True)
@@ -309,7 +313,7 @@ def _context_message(state: PlannerState, stack: TaskStack, cfg: StackPlannerCon
     parts.append(f"Task stack:\n{stack.render(cfg.max_stack_chars)}")
     if state.get("observation"):
         parts.append(f"Last observation:\n{state['observation']}")
-    budget = cfg.budget
+    budget = _budget(state, cfg)
     parts.append(
         f"Step {state.get('n_steps', 0) + 1} of at most {budget.max_steps}. Reply with one JSON "
         "object."
@@ -406,7 +410,7 @@ def build_stackplanner_graph(
     system = coordinator_prompt(team)
     structured_ok = _supports_schema(lead, coordinator_schema(names), cfg)
 
-    def prepare(state: PlannerState) -> dict[str, Any]:
+    def prepare(state: PlannerState, runtime: Runtime[PlannerContext]) -> dict[str, Any]:
         query = state.get("query")
         if not isinstance(query, str) or not query.strip():
             raise ValueError("StackPlanner needs a non-empty 'query' in its input")
@@ -415,18 +419,19 @@ def build_stackplanner_graph(
         if fresh:  # a new run (possibly on a thread that ran before): start from nothing
             update = {"n_steps": 0, "tokens": 0, "invalid_streak": 0, "best_answer": None}
             update.update(answer=None, observation="", decision=None, status="", steps=None)
-            update.update(stop_reason="", stack={})
+            update.update(stop_reason="", stack={}, budget=_run_budget(runtime, cfg))
         stack = TaskStack.model_validate({} if fresh else state.get("stack") or {})
-        if stack.size > cfg.budget.max_entries:
+        max_entries = _budget({**state, **update}, cfg).max_entries
+        if stack.size > max_entries:
             before = stack.ids
-            stack = stack.auto_condense(cfg.budget.max_entries)
+            stack = stack.auto_condense(max_entries)
             gone = [i for i in before if i not in stack.ids]
             update["steps"] = [
                 _step(
                     state,
                     agent="system",
                     action="condense",
-                    observation=f"stack over {cfg.budget.max_entries} entries",
+                    observation=f"stack over {max_entries} entries",
                     stack_edits=[f"condense {', '.join(f'#{i}' for i in gone)}"],
                 )
             ]
@@ -585,7 +590,12 @@ def build_stackplanner_graph(
             return "finalize"
         return "finalize" if _stop_reason(state, cfg) else "prepare"
 
-    g = StateGraph(PlannerState, input_schema=PlannerInput, output_schema=PlannerOutput)
+    g = StateGraph(
+        PlannerState,
+        context_schema=PlannerContext,
+        input_schema=PlannerInput,
+        output_schema=PlannerOutput,
+    )
     g.add_node("prepare", prepare)
     g.add_node("decide", decide)
     g.add_node("validate", validate)
@@ -613,8 +623,20 @@ def _supports_schema(model: BaseChatModel, schema: dict[str, Any], cfg: StackPla
     return True
 
 
+def _run_budget(runtime: Runtime[PlannerContext], cfg: StackPlannerConfig) -> dict[str, int]:
+    """The config's budget with the run context's overrides, checked."""
+    context = runtime.context or {}
+    fields = ("max_steps", "max_entries", "max_tokens", "max_invalid_actions")
+    overrides = {k: context[k] for k in fields if isinstance(context, dict) and k in context}
+    return asdict(replace(cfg.budget, **overrides))
+
+
+def _budget(state: Any, cfg: StackPlannerConfig) -> StackBudget:
+    return StackBudget(**state["budget"]) if state.get("budget") else cfg.budget
+
+
 def _stop_reason(state: PlannerState, cfg: StackPlannerConfig) -> str | None:
-    return cfg.budget.exceeded(
+    return _budget(state, cfg).exceeded(
         steps=state.get("n_steps", 0),
         tokens=state.get("tokens", 0),
         invalid_actions=state.get("invalid_streak", 0),

@@ -13,7 +13,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["StepRecord", "Trajectory", "TrajectoryStatus", "render_trajectory"]
+__all__ = [
+    "StepRecord",
+    "Trajectory",
+    "TrajectoryStatus",
+    "extend_or_reset",
+    "render_trajectory",
+]
 
 TrajectoryStatus = Literal["finished", "budget", "failed"]
 """``finished``: the coordinator answered; ``budget``: a budget ran out (best answer so far);
@@ -88,3 +94,12 @@ def render_trajectory(trajectory: dict[str, Any] | Trajectory | str, *, clip: in
     verdict = f"Final answer: {t.answer}" if t.answer is not None else "No final answer."
     lines.append(f"{verdict} (status: {t.status}{'; ' + t.stop_reason if t.stop_reason else ''})")
     return "\n".join(lines)
+
+
+def extend_or_reset(
+    left: list[dict[str, Any]] | None, right: list[dict[str, Any]] | None
+) -> list[dict[str, Any]]:
+    """State reducer for step and event logs: append; ``None`` starts a new log (a new run)."""
+    if right is None:
+        return []
+    return [*(left or []), *right]

@@ -1,0 +1,243 @@
+"""The closed loop: retrieve -> execute -> assess -> evolve, as one LangGraph graph.
+
+- ``retrieve`` runs MemRetriever (generate an SID, ``memory_lookup``, rewrite into support);
+- ``execute`` runs StackPlanner on the query with that support;
+- ``assess`` turns what is known about the outcome into ``success`` / ``failure``: an outcome
+  given with the input (an environment's own signal), or the score of the answer against a
+  ``reference`` when the graph has a scorer. The reference is used for scoring only; no agent
+  ever sees it;
+- ``evolve`` runs MemEvolver on the trajectory and the outcome, which may write one update.
+
+Modes, per run (input ``mode``): ``evolve`` (everything, the default), ``read_only`` (retrieve
+and execute, never write: for probes), ``no_memory`` (execute only: the baseline). The bank is
+named per run in the context (``bank_url``, ``bank_id``) or comes from the graph's store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Literal, TypedDict, get_args
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+
+from genmem.graph.evolver import EvolverConfig, build_evolver_graph
+from genmem.graph.retriever import MemoryContext, RetrieverConfig, build_retriever_graph
+from genmem.graph.stackplanner import (
+    PlannerContext,
+    StackPlannerConfig,
+    SubAgent,
+    build_stackplanner_graph,
+)
+from genmem.graph.trajectory import extend_or_reset
+from genmem.policies.backends import RoleModels
+from genmem.policies.types import SIDGenerator
+
+__all__ = [
+    "MODES",
+    "GenMemInput",
+    "GenMemOutput",
+    "GenMemState",
+    "LoopContext",
+    "Mode",
+    "Scorer",
+    "build_genmem_graph",
+    "graph",
+]
+
+Mode = Literal["evolve", "read_only", "no_memory"]
+MODES: tuple[str, ...] = get_args(Mode)
+
+Scorer = Callable[[str | None, Any], float]
+"""Scores an answer against a reference, in [0, 1]."""
+
+
+class GenMemInput(TypedDict, total=False):
+    """What one closed-loop run takes."""
+
+    query: str
+    mode: Mode
+    reference: Any
+    """The gold answer, for scoring only (never shown to an agent)."""
+    outcome: str | None
+    """The environment's own verdict, when it has one (overrides scoring)."""
+
+
+class GenMemOutput(TypedDict, total=False):
+    """What one closed-loop run returns."""
+
+    query: str
+    mode: Mode
+    sid: str | None
+    retrieved: list[dict[str, Any]]
+    support: str | None
+    answer: str | None
+    status: str
+    trajectory: dict[str, Any]
+    score: float | None
+    outcome: str | None
+    update_sid: str | None
+    decision: dict[str, Any] | None
+    update: dict[str, Any] | None
+    evolve_error: dict[str, Any] | None
+    events: list[dict[str, Any]]
+
+
+class GenMemState(GenMemInput, GenMemOutput, total=False):
+    """The closed loop's state (the run-level event log resets with each new run)."""
+
+    events: Annotated[list[dict[str, Any]], extend_or_reset]  # type: ignore[misc]
+
+
+class LoopContext(MemoryContext, PlannerContext, total=False):
+    """Run context: the bank (``bank_url``, ``bank_id``, ``memory_k``) and budget overrides."""
+
+
+def build_genmem_graph(
+    model: BaseChatModel | str = "local",
+    *,
+    models: RoleModels | None = None,
+    sid_generator: SIDGenerator | Callable[..., SIDGenerator] | None = None,
+    retriever_config: RetrieverConfig | None = None,
+    planner_config: StackPlannerConfig | None = None,
+    evolver_config: EvolverConfig | None = None,
+    agents: Sequence[SubAgent] | None = None,
+    solver_tools: Sequence[BaseTool] = (),
+    research_tools: Sequence[BaseTool] = (),
+    interactor_tools: Sequence[BaseTool] = (),
+    scorer: Scorer | None = None,
+    success_threshold: float = 1.0,
+) -> StateGraph:
+    """The uncompiled closed-loop graph; ``models`` sets a model per role (else ``model``)."""
+    if not 0.0 < success_threshold <= 1.0:
+        raise ValueError(f"success_threshold={success_threshold}: use a value in (0, 1]")
+
+    def role(name: str) -> BaseChatModel | str:
+        return models.model(name) if models is not None else model  # type: ignore[arg-type]
+
+    retriever = build_retriever_graph(
+        role("retriever"), sid_generator=sid_generator, config=retriever_config
+    ).compile(name="mem_retriever")
+    planner = build_stackplanner_graph(
+        role("lead"),
+        subagent_model=role("subagent"),
+        agents=agents,
+        solver_tools=solver_tools,
+        research_tools=research_tools,
+        interactor_tools=interactor_tools,
+        config=planner_config,
+    ).compile(name="stackplanner")
+    evolver = build_evolver_graph(
+        role("evolver"), sid_generator=sid_generator, config=evolver_config
+    ).compile(name="mem_evolver")
+
+    def start(state: GenMemState) -> dict[str, Any]:
+        query = state.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError("the GenMem graph needs a non-empty 'query' in its input")
+        mode = state.get("mode") or "evolve"
+        if mode not in MODES:
+            raise ValueError(f"mode={mode!r} is not one of {', '.join(MODES)}")
+        fresh = dict.fromkeys(
+            ("sid", "support", "answer", "score", "update_sid", "decision", "update")
+        )
+        return {
+            **fresh,
+            "mode": mode,
+            "retrieved": [],
+            "evolve_error": None,
+            "events": None,
+        }
+
+    def retrieve(state: GenMemState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+        out = retriever.invoke({"query": state["query"]}, context=runtime.context)
+        hits = out.get("retrieved", [])
+        event = {
+            "node": "mem_retriever",
+            "kind": "retrieved" if hits else "nothing_retrieved",
+            "sid": out.get("sid"),
+            "hits": [h.get("sid") for h in hits],
+        }
+        return {
+            "sid": out.get("sid"),
+            "retrieved": hits,
+            "support": out.get("support"),
+            "events": [event],
+        }
+
+    def execute(state: GenMemState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+        support = state.get("support") if state.get("mode") != "no_memory" else None
+        out = planner.invoke({"query": state["query"], "support": support}, context=runtime.context)
+        event = {
+            "node": "stackplanner",
+            "kind": out.get("status"),
+            "answer": out.get("answer"),
+            "steps": len(out.get("trajectory", {}).get("steps", [])),
+        }
+        return {
+            "answer": out.get("answer"),
+            "status": out.get("status"),
+            "trajectory": out.get("trajectory"),
+            "events": [event],
+        }
+
+    def assess(state: GenMemState) -> dict[str, Any]:
+        given = state.get("outcome")
+        score: float | None = None
+        if scorer is not None and state.get("reference") is not None:
+            score = float(scorer(state.get("answer"), state["reference"]))
+        if given:
+            outcome: str | None = given
+        elif score is not None:
+            outcome = "success" if score >= success_threshold else "failure"
+        else:
+            outcome = None
+        return {"score": score, "outcome": outcome}
+
+    def evolve(state: GenMemState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+        out = evolver.invoke(
+            {
+                "query": state["query"],
+                "trajectory": state["trajectory"],
+                "outcome": state.get("outcome"),
+            },
+            context=runtime.context,
+        )
+        return {
+            "update_sid": out.get("sid"),
+            "decision": out.get("decision"),
+            "update": out.get("update"),
+            "evolve_error": out.get("error"),
+            "events": list(out.get("events", [])),
+        }
+
+    def after_start(state: GenMemState) -> str:
+        return "execute" if state["mode"] == "no_memory" else "retrieve"
+
+    def after_assess(state: GenMemState) -> str:
+        return "evolve" if state["mode"] == "evolve" else END
+
+    g = StateGraph(
+        GenMemState,
+        context_schema=LoopContext,
+        input_schema=GenMemInput,
+        output_schema=GenMemOutput,
+    )
+    g.add_node("start", start)
+    g.add_node("retrieve", retrieve)
+    g.add_node("execute", execute)
+    g.add_node("assess", assess)
+    g.add_node("evolve", evolve)
+    g.add_edge(START, "start")
+    g.add_conditional_edges("start", after_start, ["retrieve", "execute"])
+    g.add_edge("retrieve", "execute")
+    g.add_edge("execute", "assess")
+    g.add_conditional_edges("assess", after_assess, ["evolve", END])
+    g.add_edge("evolve", END)
+    return g
+
+
+graph = build_genmem_graph()
+"""The closed loop on the embedded default model (loaded on first use), for ``langgraph dev``."""
