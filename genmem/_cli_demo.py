@@ -1,19 +1,23 @@
-"""`genmem demo`: the main job on the embedded defaults, end to end on bundled data.
+"""`genmem demo`: the closed loop on the embedded defaults, from nothing, in minutes.
 
-Encode seed experiences with the bundled encoder, fit frozen RQ-KMeans codebooks, build a
-SQLite bank, then address a few held-out questions and read them back with `memory_lookup`
-run as a real tool call through LangGraph's ToolNode.
+1. Seed bank (built once, cached): GSM8K training problems with their reference solutions,
+   distilled into experiences by the default model (or deterministically, ``--distill
+   reference``), addressed with frozen RQ-KMeans codebooks, stored in SQLite.
+2. A fresh working copy of the seed bank for this run, so every demo starts from the same bank.
+3. The ``genmem`` graph on a few GSM8K test problems: MemRetriever generates an SID and looks it
+   up, StackPlanner answers with that support, MemEvolver writes an update. A table shows the
+   question, the SID used, the answer, whether it is correct, and the memory operation.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
 
-from genmem._cli_common import CLIError, emit, positive_int
+from genmem._cli_common import emit, positive_int
+from genmem._cli_run import add_loop_arguments, build_loop_app, render_table
 
 __all__ = ["register", "run_demo"]
 
@@ -22,150 +26,118 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add ``genmem demo``."""
     p = sub.add_parser(
         "demo",
-        help="fit codebooks and build a bank on bundled GSM8K solutions, then look up SIDs",
+        help="build a seed bank from bundled GSM8K and run the closed loop on test problems",
         description=(
-            "Runs the memory layer end to end on the embedded defaults: encoder "
-            "all-MiniLM-L6-v2, 48x16x8x8 weighted RQ-KMeans, a SQLite bank, memory_lookup."
+            "The main job on the embedded defaults (SmolLM2-135M-Instruct, all-MiniLM-L6-v2, "
+            "48x16x8x8 RQ-KMeans, SQLite): seed bank (cached), then retrieve -> StackPlanner -> "
+            "evolve on GSM8K test problems, with a table of what happened."
         ),
     )
-    p.add_argument("--out", default="genmem-demo", help="output folder (default genmem-demo/)")
+    p.add_argument("--problems", type=positive_int, default=3, help="GSM8K test problems (3)")
     p.add_argument(
-        "--limit",
-        type=positive_int,
-        default=2000,
-        help="seed experiences to use (default 2000 of 7,470; encoding costs ~15 ms each on 2 "
-        "CPU cores)",
+        "--distill",
+        choices=("model", "reference"),
+        default="model",
+        help="who writes the seed experiences: the default model (default) or, for speed, a "
+        "deterministic digest of each reference solution",
     )
-    p.add_argument("--queries", type=positive_int, default=3, help="held-out questions to look up")
-    p.add_argument("--sizes", default="48,16,8,8", help="codebook sizes (default 48,16,8,8)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the fit")
+    p.add_argument(
+        "--seed-size",
+        type=positive_int,
+        help="training problems in the seed bank (default 12 with --distill model, 2000 with "
+        "--distill reference)",
+    )
+    p.add_argument("--out", default="genmem-demo", help="output folder (default genmem-demo/)")
+    add_loop_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON summary object")
     p.set_defaults(func=_demo)
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from genmem.memory.sid import SIDSpec
-
-    try:
-        sizes = SIDSpec.from_string(args.sizes).sizes
-    except ValueError as exc:
-        raise CLIError(str(exc)) from None
-    summary = run_demo(
-        Path(args.out),
-        limit=args.limit,
-        n_queries=args.queries,
-        sizes=sizes,
-        seed=args.seed,
-        progress=not args.json,
-    )
-    if args.json:
-        emit(summary, as_json=True)
-    else:
-        print(_render(summary))
+    summary = run_demo(args, progress=not args.json)
+    emit(summary, as_json=args.json, text=summary["table"])
     return 0
 
 
-def run_demo(
-    out: Path,
-    *,
-    limit: int | None = None,
-    n_queries: int = 3,
-    sizes: tuple[int, ...] = (48, 16, 8, 8),
-    seed: int = 0,
-    progress: bool = True,
-) -> dict[str, Any]:
-    """Run the demo, writing into ``out``; returns the summary."""
-    from langchain_core.messages import AIMessage
-    from langgraph.graph import END, START, MessagesState, StateGraph
-    from langgraph.prebuilt import ToolNode
-
-    from genmem.envs.bundled import gsm8k_seed_experiences
-    from genmem.memory.build import ExperienceRecord, build_bank
-    from genmem.memory.encoders import EXPERIENCE_PREFIX, default_encoder
+def run_demo(args: argparse.Namespace, *, progress: bool = True) -> dict[str, Any]:
+    """Run the demo for parsed ``args``; returns the summary (records, table, paths)."""
+    from genmem._cli_run import scorer_for
+    from genmem.envs.gsm8k import gsm8k_queries
+    from genmem.envs.runner import run_stream, summarize
+    from genmem.envs.seed_bank import SeedBankConfig, build_seed_bank, copy_bank_file
     from genmem.memory.location import open_bank
-    from genmem.memory.metrics import codebook_metrics
-    from genmem.memory.rqkmeans import RQKMeans, RQKMeansConfig
-    from genmem.tools import create_memory_lookup_tool
 
+    size = args.seed_size or (12 if args.distill == "model" else 2000)
     timings: dict[str, float] = {}
-    out.mkdir(parents=True, exist_ok=True)
-    rows = gsm8k_seed_experiences()
-    held_out, rows = rows[-n_queries:], rows[:-n_queries]  # the lookups use unseen problems
-    if limit is not None:
-        rows = rows[:limit]
-    if len(rows) < max(sizes):
-        raise CLIError(f"--limit {limit} leaves {len(rows)} experiences; need >= {max(sizes)}")
-    with (out / "experiences.jsonl").open("w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    records = [ExperienceRecord.from_json(r) for r in rows]
-
     t = time.perf_counter()
-    encoder = default_encoder(prefix=EXPERIENCE_PREFIX)
-    embeddings = encoder.encode([r.text for r in records], progress=progress)
-    timings["encode_s"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    config = RQKMeansConfig(
-        sizes=sizes,
-        distance="weighted",
-        weight=0.5,
-        seed=seed,
-        encoder_id=encoder.id,
-        encoder_prefix=EXPERIENCE_PREFIX,
+    seed = build_seed_bank(
+        SeedBankConfig(distill=args.distill, size=size, model=args.model), progress=progress
     )
-    codebooks = RQKMeans(config).fit(embeddings, progress=progress).codebooks_
-    codebooks.save(out / "codebook", overwrite=True)
-    timings["fit_s"] = time.perf_counter() - t
-    codes = codebooks.quantize(embeddings)
-    metrics = codebook_metrics(codes, codebooks.spec, embeddings=embeddings, codebooks=codebooks)
-    _plot_code_usage(codes, codebooks.spec, out / "code_usage.png")
+    timings["seed_bank_s"] = round(time.perf_counter() - t, 1)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.jsonl").unlink(missing_ok=True)  # a demo always starts over
+    bank_path = out / "bank.db"
+    copy_bank_file(Path(seed.dir) / "seed.db", bank_path)
+    bank_url = f"sqlite:///{bank_path.resolve()}?bank={seed.bank_id}"
+    before = open_bank(bank_url).stats()
+    _plot_seed_codes(open_bank(bank_url), out / "seed_code_usage.png")
 
+    queries = gsm8k_queries(limit=args.problems)
+    app = build_loop_app(args, scorer_for("gsm8k", []))
     t = time.perf_counter()
-    # One bank per codebook hash: a rerun with the same fit continues, another fit starts anew.
-    bank_url = f"sqlite:///{out.resolve()}/bank.db?bank=gsm8k-{codebooks.hash[:8]}"
-    bank = open_bank(bank_url, codebooks=codebooks, create=True)
-    sids = codebooks.sids(embeddings)
-    report = build_bank(bank, records, sids, progress=progress)
-    timings["build_s"] = time.perf_counter() - t
-
-    # Cold-start addressing: quantise the question itself; a trained MemRetriever replaces this.
-    questions = [
-        r["text"].split("\nWorked solution:")[0].removeprefix("Problem: ") for r in held_out
+    records = run_stream(
+        app, queries, context={"bank_url": bank_url}, mode=args.mode, out=out, progress=progress
+    )
+    timings["loop_s"] = round(time.perf_counter() - t, 1)
+    after = open_bank(bank_url).stats()
+    summary = summarize(
+        records,
+        {"mode": args.mode, "model": args.model, "max_steps": args.max_steps, "seed": size},
+    )
+    (out / "summary.json").write_text(summary.model_dump_json(indent=2))
+    head = [
+        f"GenMem demo: seed bank of {seed.entries} entries from {seed.experiences} GSM8K "
+        f"training problems (distilled by {args.distill}; "
+        f"{'cached' if seed.reused else 'built'} in {timings['seed_bank_s']:.0f} s)",
+        f"closed loop ({args.mode}) on {len(records)} GSM8K test problems with model "
+        f"{args.model!r}, in {timings['loop_s']:.0f} s",
+        "",
     ]
-    query_sids = codebooks.sids(encoder.encode(questions))
-    graph = StateGraph(MessagesState)
-    graph.add_node("tools", ToolNode([create_memory_lookup_tool(bank, k=3)]))
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
-    app = graph.compile()
-    lookups = []
-    for i, (question, sid) in enumerate(zip(questions, query_sids, strict=True)):
-        call = {"name": "memory_lookup", "args": {"sid_list": [str(sid)]}, "id": f"demo-{i}"}
-        msg = app.invoke({"messages": [AIMessage(content="", tool_calls=[call])]})["messages"][-1]
-        lookups.append({"question": question, "sid": str(sid), "results": msg.artifact})
+    tail = [
+        "",
+        f"bank history: {before.events} -> {after.events} events, {before.entries} -> "
+        f"{after.entries} entries ({bank_url})",
+        f"per-query records (SIDs, support, trajectories, updates): {out / 'results.jsonl'}",
+        f"seed bank code usage per level: {out / 'seed_code_usage.png'}",
+        f"next: genmem run --bank '{bank_url}' --dataset gsm8k-test --limit 10 --out runs/gsm8k",
+    ]
     return {
-        "out": str(out),
-        "experiences": len(records),
-        "encoder": encoder.id,
-        "codebook": {"dir": str(out / "codebook"), "hash": codebooks.hash, "sizes": list(sizes)},
-        "metrics": metrics.model_dump(),
-        "bank": {"url": bank_url, **report.model_dump(), **bank.stats().model_dump()},
-        "lookups": lookups,
-        "plot": str(out / "code_usage.png"),
+        "table": "\n".join(head) + render_table(records, summary) + "\n" + "\n".join(tail),
+        "seed": seed.model_dump(),
+        "bank_url": bank_url,
+        "bank_events": {"before": before.events, "after": after.events},
+        "summary": summary.model_dump(),
+        "records": [r.model_dump() for r in records],
         "timings": timings,
+        "out": str(out),
     }
 
 
-def _plot_code_usage(codes: Any, spec: Any, path: Path) -> None:
-    """Bar chart of each level's code shares (how evenly the codebooks are used)."""
+def _plot_seed_codes(bank: Any, path: Path) -> None:
+    """Bar chart of each level's code shares over the seed bank's occupied SIDs."""
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from genmem.memory.metrics import code_shares
 
+    spec = bank.spec
+    codes = np.array([sid.codes for sid in bank.occupied()], dtype=np.int64)
+    if not len(codes):
+        return
     shares = code_shares(codes, spec)
     fig, axes = plt.subplots(1, spec.levels, figsize=(3.2 * spec.levels, 2.6), squeeze=False)
     for level, (ax, p) in enumerate(zip(axes[0], shares, strict=True), 1):
@@ -178,36 +150,3 @@ def _plot_code_usage(codes: Any, spec: Any, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-def _render(s: dict[str, Any]) -> str:
-    m, b = s["metrics"], s["bank"]
-    pct = lambda xs: "/".join(f"{100 * x:.0f}%" for x in xs)  # noqa: E731
-    lines = [
-        f"GenMem demo: {s['experiences']} GSM8K worked solutions, encoder {s['encoder']}",
-        f"codebooks {'x'.join(map(str, s['codebook']['sizes']))} (weighted, w=0.5) "
-        f"hash {s['codebook']['hash'][:12]} -> {s['codebook']['dir']}",
-        f"  level utilisation {pct(m['utilization'])}, prefix utilisation "
-        f"{pct(m['prefix_utilization'])}",
-        f"  used leaves {m['used_leaves']} (UCR {m['ucr']:.3f}), DUI {m['dui']:.3f}, "
-        f"ICR {m['icr']:.3f}, reconstruction MSE {m['recon_mse']:.4f}",
-        f"bank {b['bank_id']!r}: {b['entries']} entries, {b['merged_slots']} merge several "
-        f"solutions (max {b['max_records_per_slot']}), {b['url']}",
-        f"plot of code usage per level: {s['plot']}",
-        "",
-        "memory_lookup on held-out questions (SID by quantising the question):",
-    ]
-    for q in s["lookups"]:
-        lines.append(f"- {q['question'][:110]}")
-        for r in q["results"]:
-            kind = "exact hit" if r["exact"] else "nearest by prefix"
-            lines.append(f"  {r['query']} -> {kind}")
-            for h in r["hits"][:2]:
-                first = h["payload"].split("\n")[0][:100]
-                lines.append(f"    {h['sid']} (shares {h['match_depth']} levels): {first}")
-    t = s["timings"]
-    lines.append(
-        f"\ntime: encode {t['encode_s']:.0f} s, fit {t['fit_s']:.0f} s, build {t['build_s']:.0f} s"
-    )
-    lines.append(f"try: genmem bank stats --bank '{b['url']}'")
-    return "\n".join(lines)

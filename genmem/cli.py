@@ -1,4 +1,4 @@
-"""The ``genmem`` command: codebooks, banks, SID generation, and the demo."""
+"""The ``genmem`` command: the demo, closed-loop runs, codebooks, banks, SID generation."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (every sub-command has ``--help``)."""
-    from genmem import _cli_bank, _cli_codebook, _cli_demo, _cli_sid
+    from genmem import _cli_bank, _cli_codebook, _cli_demo, _cli_run, _cli_sid
 
     parser = argparse.ArgumentParser(
         prog="genmem",
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"genmem {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _cli_demo.register(sub)
+    _cli_run.register(sub)
     _cli_codebook.register(sub)
     _cli_bank.register(sub)
     _cli_sid.register(sub)

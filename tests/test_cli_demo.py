@@ -1,4 +1,4 @@
-"""`genmem demo` end to end on the real encoder, codebooks, SQLite bank and bundled data."""
+"""`genmem demo` and `genmem run` end to end: real model, encoder, SQLite bank, bundled GSM8K."""
 
 from __future__ import annotations
 
@@ -8,48 +8,74 @@ import pytest
 
 from genmem.cli import main
 from genmem.memory.location import open_bank
-from genmem.memory.rqkmeans import Codebooks
+from genmem.memory.sid import DEFAULT_SPEC
 
 pytestmark = pytest.mark.slow
 
 
-def test_demo_runs_end_to_end(tmp_path, capsys) -> None:
+def test_demo_closed_loop_on_three_gsm8k_problems(tmp_path, capsys) -> None:
     out = tmp_path / "demo"
+    args = ["demo", "--out", str(out), "--distill", "reference", "--seed-size", "300"]
+    assert main([*args, "--problems", "3", "--max-steps", "2", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    records = s["records"]
+    assert len(records) == 3 and all(r["error"] is None for r in records)
+    assert all(r["answer"] for r in records)
+    for r in records:
+        DEFAULT_SPEC.parse(r["sid"])  # every SID is valid
+        assert r["retrieved"] and r["retrieved"][0]["sid"] == r["sid"]  # occupied: exact hits
+        assert r["trajectory"]["steps"] and r["trajectory"]["query"] == r["query"]
+        assert r["score"] in (0.0, 1.0) and r["reference"]
+    bank = open_bank(s["bank_url"])
+    writes = [r for r in records if r["update"]]
+    assert s["bank_events"]["after"] == s["bank_events"]["before"] + len(writes)
+    for r in writes:
+        assert bank.get(r["update"]["sid"]) is not None or r["update"]["outcome"] == "deleted"
+        assert any(e.actor == "mem_evolver" and e.sid == r["update"]["sid"] for e in bank.events())
+    rejected = [r for r in records if not r["update"]]
+    assert all(r["evolve_error"] for r in rejected)
+    assert (out / "seed_code_usage.png").read_bytes()[:4] == b"\x89PNG"
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert [json.loads(x)["id"] for x in lines] == [r["id"] for r in records]
+
+    # read_only on the same bank: answers, but the history does not grow.
+    before = bank.stats().events
+    run_out = tmp_path / "probe"
     code = main(
         [
-            "demo",
-            "--out",
-            str(out),
+            "run",
+            "--bank",
+            s["bank_url"],
+            "--dataset",
+            "gsm8k-test",
             "--limit",
-            "200",
-            "--sizes",
-            "8,4,2",
-            "--queries",
+            "1",
+            "--mode",
+            "read_only",
+            "--max-steps",
             "2",
+            "--out",
+            str(run_out),
             "--json",
         ]
     )
     assert code == 0
-    s = json.loads(capsys.readouterr().out)
-    assert s["experiences"] == 200
-    assert s["metrics"]["n"] == 200 and 0 < s["metrics"]["used_leaves"] <= 64
-    cb = Codebooks.load(out / "codebook")
-    assert cb.hash == s["codebook"]["hash"] and cb.spec.sizes == (8, 4, 2)
-    bank = open_bank(s["bank"]["url"], codebooks=cb)
-    assert bank.stats().entries == s["bank"]["entries"] == s["metrics"]["used_leaves"]
-    assert bank.check() == []
-    assert len(s["lookups"]) == 2
-    for q in s["lookups"]:
-        [result] = q["results"]
-        assert result["query"] == q["sid"] and result["hits"]
-        for h in result["hits"]:
-            assert bank.get(h["sid"]).payload == h["payload"]
-    assert (out / "code_usage.png").read_bytes()[:4] == b"\x89PNG"
-    # the held-out questions are not in the bank's experiences
-    texts = (out / "experiences.jsonl").read_text()
-    assert all(q["question"][:60] not in texts for q in s["lookups"])
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["queries"] == 1 and summary["answered"] == 1 and summary["operations"] == {}
+    assert open_bank(s["bank_url"]).stats().events == before
+    record = json.loads((run_out / "results.jsonl").read_text())
+    assert record["mode"] == "read_only" and record["update"] is None and record["sid"]
 
 
-def test_demo_rejects_bad_sizes(tmp_path, capsys) -> None:
-    assert main(["demo", "--out", str(tmp_path / "d"), "--sizes", "8,a"]) == 2
-    assert "sizes" in capsys.readouterr().err
+def test_run_rejects_bad_input(tmp_path, capsys) -> None:
+    missing = f"sqlite:///{tmp_path}/nope.db?bank=x"
+    data = tmp_path / "q.jsonl"
+    data.write_text('{"question": "2+2?", "answer": "4"}\n')
+    assert main(["run", "--bank", missing, "--data", str(data), "--out", str(tmp_path)]) == 1
+    assert "nope.db does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "nope.db").exists()  # a bad URL creates nothing
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "no question"}\n')
+    code = main(["run", "--bank", missing, "--data", str(bad), "--out", str(tmp_path / "o")])
+    assert code == 2 and "'query' or 'question'" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -261,14 +261,14 @@ def coordinator_schema(
     """
     schema = copy.deepcopy(decision_json_schema(agents))
     schema["required"] = ["thought", "action"]
-    schema["properties"]["thought"]["maxLength"] = 120
+    schema["properties"]["thought"]["maxLength"] = 100
     defs = schema["$defs"]
     steps = defs["PlanAction"]["properties"]["steps"]
-    steps.update(maxItems=5)
-    steps["items"]["maxLength"] = 120
+    steps.update(maxItems=4)
+    steps["items"]["maxLength"] = 80
     defs["DelegateAction"]["properties"]["task"]["maxLength"] = max_field_chars
     revise = defs["ReviseAction"]
-    revise["properties"]["content"]["maxLength"] = min(max_field_chars, 300)
+    revise["properties"]["content"]["maxLength"] = min(max_field_chars, 240)
     revise["properties"]["entries"]["maxItems"] = 16
     revise["required"] = ["action", "op", "entries", "content"]
     if stack_ids is not None:

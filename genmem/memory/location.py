@@ -20,10 +20,11 @@ Any URL may name the bank inside the store with the query parameter ``bank``:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from genmem.errors import InvalidBankURL
+from genmem.errors import BankNotFound, InvalidBankURL
 from genmem.memory.sid import SIDSpec
 from genmem.memory.store import BankStore, check_bank_id
 
@@ -145,8 +146,17 @@ def open_bank(
     (:class:`~genmem.errors.CodebookMismatch`).
     """
     parsed = parse_bank_url(url)
-    store = open_store(parsed)
     target = check_bank_id(bank_id) if bank_id is not None else parsed.bank_id
+    if not create and parsed.scheme in ("sqlite", "langgraph+sqlite"):
+        path = parsed.location
+        if path != ":memory:" and not Path(path).exists():
+            # Opening would create an empty database file: refuse without touching the disk.
+            raise BankNotFound(
+                f"no bank {target!r}: {path} does not exist; build one with `genmem bank "
+                "build` (or open_bank(..., create=True))",
+                bank_id=target,
+            )
+    store = open_store(parsed)
     if create:
         if codebooks is None:
             raise InvalidBankURL("create=True needs the codebooks the bank is built with", url=url)

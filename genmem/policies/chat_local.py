@@ -309,8 +309,10 @@ class ChatLocal(BaseChatModel):
         tok = policy.tokenizer
         enc = tok(prompt, return_tensors="pt", add_special_tokens=False)
         sample = self.temperature > 0
+        # A schema-constrained reply must be able to close its JSON: give it room.
+        max_new = self.max_new_tokens if schema is None else max(self.max_new_tokens, 512)
         gen_kwargs: dict[str, Any] = {
-            "max_new_tokens": self.max_new_tokens,
+            "max_new_tokens": max_new,
             "do_sample": sample,
             "pad_token_id": tok.pad_token_id,
             "repetition_penalty": self.repetition_penalty,
@@ -328,7 +330,7 @@ class ChatLocal(BaseChatModel):
             out = policy.model.generate(**enc, **gen_kwargs)
         new = out[0, enc["input_ids"].shape[1] :]
         text = tok.decode(new, skip_special_tokens=True)
-        finish = "length" if len(new) >= self.max_new_tokens else "stop"
+        finish = "length" if len(new) >= max_new else "stop"
         for s in stop or ():
             cut = text.find(s)
             if cut >= 0:

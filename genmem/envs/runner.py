@@ -1,0 +1,164 @@
+"""Run the closed-loop graph over a stream of queries and keep one record per query.
+
+Used by ``genmem run`` and ``genmem demo``: every query goes through the compiled ``genmem``
+graph in order (in ``evolve`` mode each update is applied before the next query), one JSON
+line per query is appended to ``results.jsonl`` as soon as it finishes, and a summary is
+written at the end. A rerun into the same folder skips the queries already recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+__all__ = ["QueryRecord", "RunSummary", "load_queries", "run_stream", "summarize"]
+
+
+class QueryRecord(BaseModel):
+    """What one query did in the closed loop."""
+
+    id: str
+    query: str
+    mode: str
+    sid: str | None = None
+    retrieved: list[dict[str, Any]] = Field(default_factory=list)
+    support: str | None = None
+    answer: str | None = None
+    reference: Any = None
+    score: float | None = None
+    outcome: str | None = None
+    status: str | None = None
+    trajectory: dict[str, Any] | None = None
+    update: dict[str, Any] | None = None
+    evolve_error: dict[str, Any] | None = None
+    events: list[dict[str, Any]] = Field(default_factory=list)
+    error: str | None = Field(default=None, description="Why the run failed, if it did.")
+    seconds: float = 0.0
+
+    def memory_op(self) -> str:
+        """The memory operation in a word: inserted / revised / ..., rejected, or none."""
+        if self.update:
+            return str(self.update.get("outcome"))
+        if self.evolve_error:
+            return f"rejected ({self.evolve_error.get('kind')})"
+        return "none"
+
+
+class RunSummary(BaseModel):
+    """Totals over a run."""
+
+    queries: int
+    answered: int
+    scored: int
+    accuracy: float | None
+    errors: int
+    operations: dict[str, int]
+    mean_seconds: float
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+def load_queries(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
+    """Queries from a JSONL file: ``query`` or ``question``; ``reference``/``answer(s)``; ``id``.
+
+    A GSM8K-style ``answer`` ending in ``#### <number>`` becomes that number.
+    """
+    from genmem.envs.gsm8k import gold_number
+
+    rows: list[dict[str, Any]] = []
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{n}: not a JSON line ({exc.msg})") from None
+            text = row.get("query") or row.get("question") if isinstance(row, dict) else None
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"{path}:{n}: needs a non-empty 'query' or 'question' string")
+            ref = row.get("reference", row.get("answers", row.get("answer")))
+            if isinstance(ref, str) and "####" in ref:
+                ref = gold_number(ref)
+            rows.append(
+                {"id": str(row.get("id", f"{path.stem}-{n}")), "query": text, "reference": ref}
+            )
+            if limit is not None and len(rows) >= limit:
+                break
+    return rows
+
+
+def _done_ids(path: Path) -> set[str]:
+    if not path.exists():
+        return set()
+    ids = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            ids.add(json.loads(line)["id"])
+    return ids
+
+
+def run_stream(
+    app: Any,
+    queries: Sequence[dict[str, Any]],
+    *,
+    context: dict[str, Any],
+    mode: str = "evolve",
+    out: Path | None = None,
+    progress: bool = True,
+    on_record: Callable[[QueryRecord], None] | None = None,
+) -> list[QueryRecord]:
+    """Run ``app`` (a compiled ``genmem`` graph) on each query in order; returns the records."""
+    from tqdm.auto import tqdm
+
+    results = out / "results.jsonl" if out is not None else None
+    done = _done_ids(results) if results is not None else set()
+    records: list[QueryRecord] = []
+    if results is not None and done:
+        for line in results.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                records.append(QueryRecord.model_validate_json(line))
+    todo = [q for q in queries if q["id"] not in done]
+    bar = tqdm(todo, desc=f"closed loop ({mode})", disable=not progress, unit="query")
+    for q in bar:
+        started = time.perf_counter()
+        payload = {"query": q["query"], "mode": mode}
+        if q.get("reference") is not None:
+            payload["reference"] = q["reference"]
+        try:
+            state = app.invoke(payload, context=context)
+            fields = {k: v for k, v in state.items() if k in QueryRecord.model_fields}
+            record = QueryRecord(**{**fields, "id": q["id"], "query": q["query"], "mode": mode})
+        except Exception as exc:  # one failing query must not lose the stream
+            record = QueryRecord(id=q["id"], query=q["query"], mode=mode, error=repr(exc))
+        record.reference = q.get("reference")
+        record.seconds = round(time.perf_counter() - started, 2)
+        records.append(record)
+        if results is not None:
+            results.parent.mkdir(parents=True, exist_ok=True)
+            with results.open("a", encoding="utf-8") as fh:
+                fh.write(record.model_dump_json() + "\n")
+        if on_record is not None:
+            on_record(record)
+    return records
+
+
+def summarize(records: Sequence[QueryRecord], settings: dict[str, Any] | None = None) -> RunSummary:
+    """Totals: answers, accuracy over scored queries, memory operations, time per query."""
+    scored = [r.score for r in records if r.score is not None]
+    ops = Counter(r.memory_op() for r in records if r.mode == "evolve" and not r.error)
+    return RunSummary(
+        queries=len(records),
+        answered=sum(1 for r in records if r.answer),
+        scored=len(scored),
+        accuracy=sum(scored) / len(scored) if scored else None,
+        errors=sum(1 for r in records if r.error),
+        operations=dict(ops),
+        mean_seconds=sum(r.seconds for r in records) / len(records) if records else 0.0,
+        settings=settings or {},
+    )

@@ -1,0 +1,221 @@
+"""A seed bank from bundled GSM8K training problems: distil, encode, quantise, store (cached).
+
+Each training problem with its reference solution becomes one experience: distilled by the
+default model (a short structured lesson: problem type, procedure, check) or, for speed,
+deterministically from the reference solution. Codebooks are always fitted on the
+reference digests of ``fit_size`` problems, so the address space covers the domain even when
+only a few entries are distilled by the model; entries get their SIDs from those frozen
+codebooks. The result is cached per setting under ``$GENMEM_CACHE/seed/``; model distillation
+appends to a JSONL file as it goes, so an interrupted build continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from genmem.envs.bundled import GSM8K_TRAIN, read_gsm8k
+
+__all__ = [
+    "DistillMode",
+    "SeedBank",
+    "SeedBankConfig",
+    "SeedLesson",
+    "build_seed_bank",
+    "copy_bank_file",
+    "model_experience",
+    "reference_experience",
+]
+
+DistillMode = Literal["model", "reference"]
+
+_CALC = re.compile(r"<<[^>]*>>")
+
+
+class SeedBankConfig(BaseModel):
+    """What seed bank to build."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    distill: DistillMode = Field(default="model", description="Who writes the experiences.")
+    size: int = Field(default=12, ge=1, description="Training problems turned into entries.")
+    fit_size: int = Field(default=2000, ge=48, description="Reference digests to fit codebooks.")
+    sizes: tuple[int, ...] = Field(default=(48, 16, 8, 8), description="Codebook sizes.")
+    seed: int = 0
+    model: str = Field(default="local", description="Model spec for distill='model'.")
+
+    def key(self) -> str:
+        """A short stable id of these settings (the cache folder name)."""
+        digest = hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:10]
+        return f"{self.distill}-{self.size}-{digest}"
+
+
+class SeedLesson(BaseModel):
+    """The lesson the model distils from one solved problem."""
+
+    problem_type: str = Field(description="What kind of problem this is, in a few words.")
+    procedure: str = Field(description="The steps that solve problems of this kind.")
+    check: str = Field(description="How to verify the result before answering.")
+
+
+class SeedBank(BaseModel):
+    """A built seed bank on disk."""
+
+    dir: str
+    url: str
+    bank_id: str
+    codebook_dir: str
+    codebook_hash: str
+    entries: int
+    experiences: int
+    reused: bool = Field(description="True when it came from the cache.")
+
+
+def reference_experience(question: str, answer: str) -> str:
+    """An experience written deterministically from a problem and its reference solution."""
+    steps_text, _, final = answer.partition("####")
+    steps = [s.strip() for s in _CALC.sub("", steps_text).splitlines() if s.strip()]
+    numbered = "\n".join(f"{i}. {s}" for i, s in enumerate(steps, 1))
+    return (
+        f"Problem: {question.strip()}\n"
+        f"Procedure that solved it:\n{numbered}\n"
+        "Check: redo each calculation and make sure the result answers the question asked.\n"
+        f"Result: {final.strip()}"
+    )
+
+
+def model_experience(chat: Any, question: str, answer: str) -> str:
+    """An experience the chat model distils from a problem and its reference solution."""
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    system = (
+        "You turn a solved math word problem into a reusable lesson for similar problems. "
+        "Name the kind of problem, the steps that solve it, and a check to run before answering."
+    )
+    user = f"Problem:\n{question.strip()}\n\nWorked solution:\n{_CALC.sub('', answer).strip()}"
+    schema = SeedLesson.model_json_schema()
+    schema["properties"]["problem_type"]["maxLength"] = 80
+    schema["properties"]["procedure"]["maxLength"] = 320
+    schema["properties"]["check"]["maxLength"] = 140
+    schema["required"] = ["problem_type", "procedure", "check"]
+    out = chat.with_structured_output(schema, method="json_schema").invoke(
+        [SystemMessage(system), HumanMessage(user)]
+    )
+    lesson = SeedLesson.model_validate(out)
+    return (
+        f"Problem type: {lesson.problem_type.strip()}\n"
+        f"Procedure: {lesson.procedure.strip()}\n"
+        f"Check: {lesson.check.strip()}\n"
+        f"Example: {question.strip()[:300]}"
+    )
+
+
+def _distil(
+    config: SeedBankConfig, rows: list[dict[str, Any]], path: Path, progress: bool
+) -> list[str]:
+    """Model digests of ``rows``, appended to ``path`` one per line (resumes a partial file)."""
+    from tqdm.auto import tqdm
+
+    from genmem.policies.backends import load_chat_model
+
+    done: list[str] = []
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                done.append(json.loads(line)["text"])
+    todo = rows[len(done) :]
+    if not todo:
+        return done[: len(rows)]
+    chat = load_chat_model(config.model)
+    with path.open("a", encoding="utf-8") as fh:
+        for i, row in enumerate(
+            tqdm(todo, desc="distil experiences", disable=not progress), len(done)
+        ):
+            text = model_experience(chat, row["question"], row["answer"])
+            fh.write(json.dumps({"index": i, "text": text}, ensure_ascii=False) + "\n")
+            fh.flush()
+            done.append(text)
+    return done
+
+
+def build_seed_bank(
+    config: SeedBankConfig | None = None, *, root: Path | None = None, progress: bool = True
+) -> SeedBank:
+    """Build the seed bank for ``config`` under ``root`` (default: the cache), or reuse it."""
+    from genmem.memory.build import ExperienceRecord, build_bank
+    from genmem.memory.encoders import EXPERIENCE_PREFIX, default_encoder
+    from genmem.memory.location import open_bank
+    from genmem.memory.rqkmeans import Codebooks, RQKMeans, RQKMeansConfig
+    from genmem.policies.local import cache_root
+
+    cfg = config or SeedBankConfig()
+    base = (root or cache_root() / "seed") / cfg.key()
+    done = base / "seed.json"
+    if done.exists():
+        return SeedBank.model_validate({**json.loads(done.read_text()), "reused": True})
+    base.mkdir(parents=True, exist_ok=True)
+    rows = read_gsm8k(GSM8K_TRAIN, limit=max(cfg.fit_size, cfg.size))
+    encoder = default_encoder(prefix=EXPERIENCE_PREFIX)
+    codebook_dir = base / "codebook"
+    if codebook_dir.is_dir() and any(codebook_dir.iterdir()):
+        codebooks = Codebooks.load(codebook_dir)
+    else:
+        digests = [reference_experience(r["question"], r["answer"]) for r in rows[: cfg.fit_size]]
+        embeddings = encoder.encode(digests, progress=progress)
+        fit = RQKMeansConfig(
+            sizes=cfg.sizes,
+            distance="weighted",
+            weight=0.5,
+            seed=cfg.seed,
+            encoder_id=encoder.id,
+            encoder_prefix=EXPERIENCE_PREFIX,
+        )
+        codebooks = RQKMeans(fit).fit(embeddings, progress=progress).codebooks_
+        codebooks.save(codebook_dir, overwrite=True)
+    chosen = rows[: cfg.size]
+    if cfg.distill == "model":
+        texts = _distil(cfg, chosen, base / "experiences.jsonl", progress)
+    else:
+        texts = [reference_experience(r["question"], r["answer"]) for r in chosen]
+    records = [
+        ExperienceRecord(text=t, metadata={"source": "gsm8k-train", "index": i, "by": cfg.distill})
+        for i, t in enumerate(texts)
+    ]
+    bank_path = base / "seed.db"
+    bank_path.unlink(missing_ok=True)  # a half-written bank from an interrupted run
+    bank_id = f"gsm8k-seed-{codebooks.hash[:8]}"
+    url = f"sqlite:///{bank_path}?bank={bank_id}"
+    bank = open_bank(url, codebooks=codebooks, create=True)
+    sids = codebooks.sids(encoder.encode([r.text for r in records], progress=False))
+    build_bank(bank, records, sids, progress=progress)
+    built = SeedBank(
+        dir=str(base),
+        url=url,
+        bank_id=bank_id,
+        codebook_dir=str(codebook_dir),
+        codebook_hash=codebooks.hash,
+        entries=bank.stats().entries,
+        experiences=len(records),
+        reused=False,
+    )
+    done.write_text(built.model_dump_json(indent=2, exclude={"reused"}))
+    return built
+
+
+def copy_bank_file(source: Path, target: Path) -> None:
+    """Copy a SQLite bank file consistently (the backup API, WAL included)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.unlink(missing_ok=True)
+    src = sqlite3.connect(source)
+    dst = sqlite3.connect(target)
+    try:
+        src.backup(dst)
+    finally:
+        dst.close()
+        src.close()
