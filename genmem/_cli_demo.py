@@ -47,6 +47,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="training problems in the seed bank (default 12 with --distill model, 2000 with "
         "--distill reference)",
     )
+    p.add_argument(
+        "--fit-size",
+        type=positive_int,
+        default=1000,
+        help="reference digests the codebooks are fitted on (default 1000, at least 48)",
+    )
     p.add_argument("--out", default="genmem-demo", help="output folder (default genmem-demo/)")
     add_loop_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON summary object")
@@ -71,7 +77,10 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> dict[str, An
     timings: dict[str, float] = {}
     t = time.perf_counter()
     seed = build_seed_bank(
-        SeedBankConfig(distill=args.distill, size=size, model=args.model), progress=progress
+        SeedBankConfig(
+            distill=args.distill, size=size, fit_size=max(48, args.fit_size), model=args.model
+        ),
+        progress=progress,
     )
     timings["seed_bank_s"] = round(time.perf_counter() - t, 1)
     out = Path(args.out)

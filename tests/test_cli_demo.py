@@ -16,6 +16,7 @@ pytestmark = pytest.mark.slow
 def test_demo_closed_loop_on_three_gsm8k_problems(tmp_path, capsys) -> None:
     out = tmp_path / "demo"
     args = ["demo", "--out", str(out), "--distill", "reference", "--seed-size", "300"]
+    args += ["--fit-size", "300"]
     assert main([*args, "--problems", "3", "--max-steps", "2", "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
     records = s["records"]

@@ -45,7 +45,7 @@ class SeedBankConfig(BaseModel):
 
     distill: DistillMode = Field(default="model", description="Who writes the experiences.")
     size: int = Field(default=12, ge=1, description="Training problems turned into entries.")
-    fit_size: int = Field(default=2000, ge=48, description="Reference digests to fit codebooks.")
+    fit_size: int = Field(default=1000, ge=48, description="Reference digests to fit codebooks.")
     sizes: tuple[int, ...] = Field(default=(48, 16, 8, 8), description="Codebook sizes.")
     seed: int = 0
     model: str = Field(default="local", description="Model spec for distill='model'.")

@@ -1,23 +1,46 @@
-"""LangGraph graphs over the memory layer and the policies: lookup, MemRetriever, MemEvolver."""
+"""LangGraph graphs: bank lookup, MemRetriever, StackPlanner, MemEvolver, the closed loop,
+and the helpers that add the memory to any other agent."""
 
 from genmem.graph.bank_lookup import LookupContext, LookupState, build_lookup_graph
+from genmem.graph.embed import (
+    MemoryAgentInput,
+    MemoryAgentState,
+    add_memory,
+    memory_tools,
+    trajectory_from_messages,
+)
 from genmem.graph.evolver import EvolverConfig, EvolverState, build_evolver_graph
+from genmem.graph.loop import GenMemState, build_genmem_graph
 from genmem.graph.retriever import (
     MemoryContext,
     RetrieverConfig,
     RetrieverState,
     build_retriever_graph,
 )
+from genmem.graph.stackplanner import StackPlannerConfig, SubAgent, build_stackplanner_graph
+from genmem.graph.trajectory import StepRecord, Trajectory
 
 __all__ = [
     "EvolverConfig",
     "EvolverState",
+    "GenMemState",
     "LookupContext",
     "LookupState",
+    "MemoryAgentInput",
+    "MemoryAgentState",
     "MemoryContext",
     "RetrieverConfig",
     "RetrieverState",
+    "StackPlannerConfig",
+    "StepRecord",
+    "SubAgent",
+    "Trajectory",
+    "add_memory",
     "build_evolver_graph",
+    "build_genmem_graph",
     "build_lookup_graph",
     "build_retriever_graph",
+    "build_stackplanner_graph",
+    "memory_tools",
+    "trajectory_from_messages",
 ]

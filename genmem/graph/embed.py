@@ -46,8 +46,8 @@ from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 
 from genmem.graph._addressing import GeneratorFactory
+from genmem.graph._memory_nodes import Mode, check_mode, retrieval_update
 from genmem.graph.evolver import EvolverConfig, build_evolver_graph
-from genmem.graph.loop import MODES, Mode
 from genmem.graph.retriever import MemoryContext, RetrieverConfig, build_retriever_graph
 from genmem.graph.trajectory import StepRecord, Trajectory, extend_or_reset
 from genmem.memory.bank import Bank
@@ -186,30 +186,6 @@ def trajectory_from_messages(
     )
 
 
-def _retrieval_update(out: dict[str, Any]) -> dict[str, Any]:
-    """State update and event from a MemRetriever run (the same shape the closed loop uses)."""
-    hits = out.get("retrieved", [])
-    event = {
-        "node": "mem_retriever",
-        "kind": "retrieved" if hits else "nothing_retrieved",
-        "sid": out.get("sid"),
-        "hits": [h.get("sid") for h in hits],
-    }
-    return {
-        "sid": out.get("sid"),
-        "retrieved": hits,
-        "support": out.get("support"),
-        "events": [event],
-    }
-
-
-def _check_mode(value: Any) -> Mode:
-    mode = value or "evolve"
-    if mode not in MODES:
-        raise ValueError(f"mode={mode!r} is not one of {', '.join(MODES)}")
-    return mode  # type: ignore[no-any-return]
-
-
 def _with_key(schema: type, key: str, name: str) -> type:
     """``schema`` plus one optional text key (for ``query_key``)."""
     hints = get_type_hints(schema, include_extras=True)
@@ -249,7 +225,7 @@ def add_memory(
         raise TypeError("add_memory takes a compiled agent: pass agent.compile()")
     if not callable(getattr(agent, "invoke", None)):
         raise TypeError(f"add_memory needs a runnable agent, got {type(agent).__name__}")
-    default = _check_mode(mode_default)
+    default = check_mode(mode_default)
     state_schema: type = MemoryAgentState
     input_schema: type = MemoryAgentInput
     if query_key is not None:
@@ -288,14 +264,14 @@ def add_memory(
         return {
             **fresh,
             "query": query.strip(),
-            "mode": _check_mode(state.get("mode") or default),
+            "mode": check_mode(state.get("mode") or default),
             "retrieved": [],
             "events": None,
         }
 
     def retrieve(state: dict[str, Any], runtime: Runtime[MemoryContext]) -> dict[str, Any]:
         out = retriever.invoke({"query": state["query"]}, context=runtime.context)
-        return _retrieval_update(out)
+        return retrieval_update(out)
 
     def call_agent(state: dict[str, Any], runtime: Runtime[MemoryContext]) -> dict[str, Any]:
         messages = list(state.get("messages") or [])

@@ -16,13 +16,14 @@ named per run in the context (``bank_url``, ``bank_id``) or comes from the graph
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any, Literal, TypedDict, get_args
+from typing import Annotated, Any, TypedDict
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
+from genmem.graph._memory_nodes import MODES, Mode, check_mode, retrieval_update
 from genmem.graph.evolver import EvolverConfig, build_evolver_graph
 from genmem.graph.retriever import MemoryContext, RetrieverConfig, build_retriever_graph
 from genmem.graph.stackplanner import (
@@ -47,8 +48,6 @@ __all__ = [
     "graph",
 ]
 
-Mode = Literal["evolve", "read_only", "no_memory"]
-MODES: tuple[str, ...] = get_args(Mode)
 
 Scorer = Callable[[str | None, Any], float]
 """Scores an answer against a reference, in [0, 1]."""
@@ -137,9 +136,7 @@ def build_genmem_graph(
         query = state.get("query")
         if not isinstance(query, str) or not query.strip():
             raise ValueError("the GenMem graph needs a non-empty 'query' in its input")
-        mode = state.get("mode") or "evolve"
-        if mode not in MODES:
-            raise ValueError(f"mode={mode!r} is not one of {', '.join(MODES)}")
+        mode = check_mode(state.get("mode"))
         fresh = dict.fromkeys(
             ("sid", "support", "answer", "score", "update_sid", "decision", "update")
         )
@@ -152,20 +149,9 @@ def build_genmem_graph(
         }
 
     def retrieve(state: GenMemState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
-        out = retriever.invoke({"query": state["query"]}, context=runtime.context)
-        hits = out.get("retrieved", [])
-        event = {
-            "node": "mem_retriever",
-            "kind": "retrieved" if hits else "nothing_retrieved",
-            "sid": out.get("sid"),
-            "hits": [h.get("sid") for h in hits],
-        }
-        return {
-            "sid": out.get("sid"),
-            "retrieved": hits,
-            "support": out.get("support"),
-            "events": [event],
-        }
+        return retrieval_update(
+            retriever.invoke({"query": state["query"]}, context=runtime.context)
+        )
 
     def execute(state: GenMemState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         support = state.get("support") if state.get("mode") != "no_memory" else None

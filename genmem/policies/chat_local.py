@@ -310,7 +310,7 @@ class ChatLocal(BaseChatModel):
         enc = tok(prompt, return_tensors="pt", add_special_tokens=False)
         sample = self.temperature > 0
         # A schema-constrained reply must be able to close its JSON: give it room.
-        max_new = self.max_new_tokens if schema is None else max(self.max_new_tokens, 512)
+        max_new = self.max_new_tokens if schema is None else max(self.max_new_tokens, 640)
         gen_kwargs: dict[str, Any] = {
             "max_new_tokens": max_new,
             "do_sample": sample,
