@@ -436,7 +436,7 @@ def _bank_kind(exc: GenMemError) -> RejectionKind:
     return "bank_error"
 
 
-def decision_schema(sid: str, occupied: bool, max_payload_chars: int = 500) -> dict[str, Any]:
+def decision_schema(sid: str, occupied: bool, max_payload_chars: int = 360) -> dict[str, Any]:
     """The decision's JSON schema for one slot: the op that fits it, the SID that was read.
 
     Under this schema a constrained decoder cannot write the wrong op, another address or an
@@ -444,7 +444,7 @@ def decision_schema(sid: str, occupied: bool, max_payload_chars: int = 500) -> d
     """
     schema = EvolverDecision.model_json_schema()
     props = schema["properties"]
-    props["analysis"]["maxLength"] = 160
+    props["analysis"]["maxLength"] = 120
     props["op"] = {**props["op"], "enum": ["revise" if occupied else "insert"]}
     props["sid"] = {**props["sid"], "enum": [sid]}
     props["payload"]["maxLength"] = max_payload_chars
