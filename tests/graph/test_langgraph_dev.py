@@ -169,9 +169,10 @@ def _server_log_on_failure(request: pytest.FixtureRequest, dev_server: DevServer
 
 
 @pytest.fixture(scope="module")
-def client(dev_server: DevServer) -> SyncLangGraphClient:
+def client(dev_server: DevServer) -> Iterator[SyncLangGraphClient]:
     """An SDK client for the server (no API key: the dev server needs none)."""
-    return get_sync_client(url=dev_server.url, api_key=None, timeout=RUN_TIMEOUT_S)
+    with get_sync_client(url=dev_server.url, api_key=None, timeout=RUN_TIMEOUT_S) as sdk:
+        yield sdk
 
 
 @pytest.fixture(scope="module")
@@ -279,7 +280,8 @@ def test_closed_loop_run_reads_and_writes_the_named_bank(
     assert isinstance(out, dict) and "__error__" not in out, out
     print(
         f"answer={out.get('answer')!r} gold={problem['gold']} sid={out.get('sid')} "
-        f"status={out.get('status')} update={out.get('update')} "
+        f"status={out.get('status')} score={out.get('score')} outcome={out.get('outcome')} "
+        f"update={out.get('update')} "
         f"evolve_error={out.get('evolve_error')}"
     )
 
