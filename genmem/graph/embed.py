@@ -51,6 +51,7 @@ from genmem.graph.evolver import EvolverConfig, build_evolver_graph
 from genmem.graph.retriever import MemoryContext, RetrieverConfig, build_retriever_graph
 from genmem.graph.trajectory import StepRecord, Trajectory, extend_or_reset
 from genmem.memory.bank import Bank
+from genmem.policies.chat_local import content_text
 from genmem.policies.prompts import NO_MEMORY_ANSWER
 from genmem.policies.types import SIDGenerator
 from genmem.tools.lookup import DEFAULT_LOOKUP_K, create_memory_lookup_tool
@@ -97,19 +98,6 @@ class MemoryAgentState(MemoryAgentInput, total=False):
     events: Annotated[list[dict[str, Any]], extend_or_reset]
 
 
-def _text(content: Any) -> str:
-    """Plain text of a message content (a string or a list of content blocks)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            p if isinstance(p, str) else str(p.get("text", ""))
-            for p in content
-            if isinstance(p, str) or (isinstance(p, dict) and p.get("type") == "text")
-        )
-    return str(content)
-
-
 def _last_human(messages: Sequence[AnyMessage]) -> int | None:
     for i in range(len(messages) - 1, -1, -1):
         if isinstance(messages[i], HumanMessage) and not _is_support(messages[i]):
@@ -148,7 +136,7 @@ def trajectory_from_messages(
     for msg in messages:
         if not isinstance(msg, AIMessage):
             continue
-        thought = _text(msg.content).strip()
+        thought = content_text(msg.content).strip()
         for call in msg.tool_calls:
             result = results.get(call.get("id") or "")
             steps.append(
@@ -157,7 +145,9 @@ def trajectory_from_messages(
                     agent=AGENT_NODE,
                     action="tool",
                     arguments={"tool": call["name"], "args": call["args"]},
-                    observation=_text(result.content) if result is not None else "(no result)",
+                    observation=content_text(result.content)
+                    if result is not None
+                    else "(no result)",
                     thought=thought,
                 )
             )
@@ -175,7 +165,7 @@ def trajectory_from_messages(
     # Only a closing reply counts: an agent that stopped while still calling tools has none.
     last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
     if last is not None and not last.tool_calls and not last.invalid_tool_calls:
-        answer = _text(last.content).strip() or None
+        answer = content_text(last.content).strip() or None
     return Trajectory(
         query=query,
         support=support,
@@ -257,7 +247,7 @@ def add_memory(
                     "the memory-wrapped agent needs a human message in 'messages' to address "
                     'memory with, e.g. {"messages": [{"role": "user", "content": "..."}]}'
                 )
-            query = _text(messages[last].content)
+            query = content_text(messages[last].content)
             if not query.strip():
                 raise ValueError("the last human message has no text to address memory with")
         fresh = dict.fromkeys(("sid", "support", "trajectory", "update", "evolve_error"))

@@ -61,6 +61,7 @@ from genmem.graph.trajectory import render_trajectory
 from genmem.memory.records import Update
 from genmem.memory.sid import SIDSpec
 from genmem.policies.backends import load_chat_model
+from genmem.policies.chat_local import content_text
 from genmem.policies.prompts import EvolverDecision, evolver_prompt, evolver_user_message
 from genmem.policies.types import AllowedMode, SIDGenerator
 from genmem.tools.lookup import create_memory_lookup_tool
@@ -305,18 +306,6 @@ def _feedback(exc: _Rejected, sid: str) -> str:
     )
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content or []:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-    return "".join(parts)
-
-
 def _json_object(text: str) -> dict[str, Any]:
     """The first JSON object in ``text`` (thinking, prose and code fences around it ignored)."""
     reply, text = text, _THINK.sub("", text)
@@ -361,7 +350,7 @@ def _reply_arguments(reply: AIMessage) -> tuple[dict[str, Any], str]:
             f"the decision's arguments do not parse: {bad.get('error') or 'not a JSON object'}",
             output=raw,
         )
-    text = _text(reply.content)
+    text = content_text(reply.content)
     return _json_object(text), text
 
 
@@ -534,14 +523,14 @@ def build_evolver_graph(
         slot = _read_slot(messages, sid)
         if slot is None:
             tool = [m for m in messages if isinstance(m, ToolMessage)]
-            said = _text(tool[-1].content) if tool else "no answer"
+            said = content_text(tool[-1].content) if tool else "no answer"
             exc = _Rejected("lookup_failed", f"memory_lookup did not read {sid}: {said}")
             return {"attempts": attempt, **_rejection(exc, sid, attempt)}
         asked: list[AnyMessage] = [] if attempt > 1 else [HumanMessage(_instruction(sid, slot))]
         decider = _decision_model(chat, sid, slot.exact, use_schema)
         reply = decider.invoke([*messages, *asked])
         if not isinstance(reply, AIMessage):
-            reply = AIMessage(_text(getattr(reply, "content", reply)))
+            reply = AIMessage(content_text(getattr(reply, "content", reply)))
         base: EvolverState = {"attempts": attempt, "retrieved": slot.hits}
         try:
             decision, raw = _check_decision(reply, sid, slot, bank.spec)

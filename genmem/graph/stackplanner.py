@@ -54,6 +54,7 @@ from genmem.graph.planner_actions import (
 from genmem.graph.stack import InvalidStackEdit, StackBudget, TaskStack, approx_tokens
 from genmem.graph.trajectory import StepRecord, Trajectory, extend_or_reset
 from genmem.policies.backends import load_chat_model
+from genmem.policies.chat_local import content_text
 from genmem.policies.prompts import NO_MEMORY_ANSWER
 
 __all__ = [
@@ -292,14 +293,6 @@ def report_answer(text: str) -> str | None:
     return None
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-    return str(content)
-
-
 def _tokens(message: Any, fallback_text: str) -> int:
     usage = getattr(message, "usage_metadata", None) or {}
     return int(usage.get("total_tokens") or approx_tokens(fallback_text))
@@ -334,7 +327,7 @@ class _SubAgentRunner:
         """The report text and the tool calls made, as (name, args, observation) dicts."""
         if not self.agent.tools:
             reply = self.model.invoke([SystemMessage(self.prompt), HumanMessage(task)])
-            return _text(reply.content).strip(), []
+            return content_text(reply.content).strip(), []
         if self._graph is None:
             from langchain.agents import create_agent
 
@@ -355,7 +348,7 @@ class _SubAgentRunner:
             stopped = f"(stopped after {self.agent.max_tool_calls} tool calls without a report)"
         calls = _tool_steps(messages)
         finals = [m for m in messages if isinstance(m, AIMessage) and not m.tool_calls]
-        report = _text(finals[-1].content).strip() if finals and not stopped else ""
+        report = content_text(finals[-1].content).strip() if finals and not stopped else ""
         if not report:
             last = calls[-1]["observation"] if calls else ""
             report = f"{stopped or '(no report)'} Last observation: {last}".strip()
@@ -363,7 +356,9 @@ class _SubAgentRunner:
 
 
 def _tool_steps(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
-    results = {m.tool_call_id: _text(m.content) for m in messages if isinstance(m, ToolMessage)}
+    results = {
+        m.tool_call_id: content_text(m.content) for m in messages if isinstance(m, ToolMessage)
+    }
     steps = []
     for m in messages:
         if isinstance(m, AIMessage):
@@ -445,7 +440,7 @@ def build_stackplanner_graph(
 
     def decide(state: PlannerState) -> dict[str, Any]:
         messages = state["messages"]
-        prompt_text = "\n".join(_text(m.content) for m in messages)
+        prompt_text = "\n".join(content_text(m.content) for m in messages)
         if structured_ok:
             ids = TaskStack.model_validate(state.get("stack") or {}).ids
             schema = coordinator_schema(names, cfg.max_field_chars, ids)
@@ -453,11 +448,11 @@ def build_stackplanner_graph(
                 schema, method="json_schema", include_raw=True
             ).invoke(messages)
             raw = out.get("raw")
-            reply = _text(getattr(raw, "content", "")) or ""
+            reply = content_text(getattr(raw, "content", "")) or ""
             parsed = out.get("parsed")
         else:
             raw = lead.invoke(messages)
-            reply, parsed = _text(raw.content), None
+            reply, parsed = content_text(raw.content), None
         spent = _tokens(raw, prompt_text + reply)
         return {"reply": reply, "parsed": parsed, "tokens": state.get("tokens", 0) + spent}
 

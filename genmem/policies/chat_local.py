@@ -41,7 +41,13 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from genmem.policies.local import LocalPolicy, load_policy
 
-__all__ = ["ChatLocal", "format_tools_block", "parse_tool_calls", "to_chat_messages"]
+__all__ = [
+    "ChatLocal",
+    "content_text",
+    "format_tools_block",
+    "parse_tool_calls",
+    "to_chat_messages",
+]
 
 _CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 
@@ -77,10 +83,12 @@ def format_tools_block(tools: Sequence[dict[str, Any]]) -> str:
     return _TOOLS_INTRO.format(tools=lines)
 
 
-def _text(content: Any) -> str:
+def content_text(content: Any) -> str:
     """Plain text of a message content (a string or a list of content blocks)."""
     if isinstance(content, str):
         return content
+    if not isinstance(content, list):
+        return str(content)
     parts = []
     for block in content:
         if isinstance(block, str):
@@ -102,21 +110,21 @@ def to_chat_messages(
     out: list[dict[str, str]] = []
     for message in messages:
         if isinstance(message, SystemMessage):
-            out.append({"role": "system", "content": _text(message.content)})
+            out.append({"role": "system", "content": content_text(message.content)})
         elif isinstance(message, ToolMessage):
-            block = f"<tool_response>\n{_text(message.content)}\n</tool_response>"
+            block = f"<tool_response>\n{content_text(message.content)}\n</tool_response>"
             if out and out[-1]["role"] == "user" and out[-1].get("_tool") == "1":
                 out[-1]["content"] += "\n" + block
             else:
                 out.append({"role": "user", "content": block, "_tool": "1"})
         elif isinstance(message, AIMessage):
-            text = _text(message.content)
+            text = content_text(message.content)
             calls = [_render_call(c) for c in message.tool_calls]
             out.append({"role": "assistant", "content": "\n".join([text, *calls]).strip()})
         elif isinstance(message, HumanMessage):
-            out.append({"role": "user", "content": _text(message.content)})
+            out.append({"role": "user", "content": content_text(message.content)})
         else:
-            out.append({"role": "user", "content": _text(message.content)})
+            out.append({"role": "user", "content": content_text(message.content)})
     for item in out:
         item.pop("_tool", None)
     if tools:
