@@ -302,7 +302,9 @@ class ChatLocal(BaseChatModel):
         parser = PydanticOutputParser(pydantic_object=schema) if is_model else JsonOutputParser()
         if not include_raw:
             return bound | parser
-        parse = RunnablePassthrough.assign(parsed=lambda x: parser.invoke(x["raw"]))
+        parse = RunnablePassthrough.assign(
+            parsed=lambda x: parser.invoke(x["raw"]), parsing_error=lambda _: None
+        )
         fallback = RunnablePassthrough.assign(parsed=lambda _: None)
         with_error = parse.with_fallbacks([fallback], exception_key="parsing_error")
         return RunnableMap(raw=bound) | with_error

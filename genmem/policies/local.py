@@ -197,9 +197,25 @@ def _load(directory: Path) -> LocalPolicy:
     tokenizer = AutoTokenizer.from_pretrained(directory)
     model = AutoModelForCausalLM.from_pretrained(directory)
     model.eval()
+    _align_eos(tokenizer, model)
+    return LocalPolicy(model=model, tokenizer=tokenizer, info=_read_info(directory), path=directory)
+
+
+def _align_eos(tokenizer: Any, model: Any) -> None:
+    """Make the tokenizer's end token the one generation stops on (GGUF exports can disagree).
+
+    The SmolLM2 GGUF names ``<|im_start|>`` as its end token while its generation config stops
+    on ``<|im_end|>``; constrained decoding and SFT both read the tokenizer's, so align them.
+    """
+    stop = model.generation_config.eos_token_id
+    stop = stop[0] if isinstance(stop, list) and stop else stop
+    if isinstance(stop, int) and stop != tokenizer.eos_token_id and 0 <= stop < len(tokenizer):
+        old_eos = tokenizer.eos_token_id
+        tokenizer.eos_token = tokenizer.convert_ids_to_tokens(stop)
+        if tokenizer.pad_token_id in (None, old_eos):
+            tokenizer.pad_token = tokenizer.eos_token
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return LocalPolicy(model=model, tokenizer=tokenizer, info=_read_info(directory), path=directory)
 
 
 def save_policy(policy: LocalPolicy, directory: str | Path) -> Path:

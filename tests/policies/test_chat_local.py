@@ -126,7 +126,7 @@ class Verdict(BaseModel):
     """A judgement."""
 
     score: int = Field(description="0, 1 or 2")
-    reason: str
+    reason: str = Field(max_length=80)
 
 
 @pytest.mark.slow
@@ -142,15 +142,15 @@ def test_real_model_chat_and_tool_calls(default_policy) -> None:
     names = [c["name"] for c in forced.tool_calls] + [c["name"] for c in forced.invalid_tool_calls]
     assert names and set(names) == {"memory_lookup"}
 
-    # structured output goes through the same forced call; small models may fail to fill it,
-    # which surfaces as a parsing error inside the result, not as a crash
+    # structured output is decoded under the JSON schema, so a bounded schema always parses
     structured = ChatLocal.from_policy(default_policy, max_new_tokens=48).with_structured_output(
         Verdict, include_raw=True
     )
     out = structured.invoke("Rate 'use a calculator' for 'What is 17*23?'")
     assert set(out) == {"raw", "parsed", "parsing_error"}
-    assert (out["parsed"] is None) != (out["parsing_error"] is None) or out["parsed"] is None
-    assert isinstance(out["parsed"], Verdict | None)
+    assert out["parsing_error"] is None
+    assert isinstance(out["parsed"], Verdict)
+    assert out["raw"].response_metadata["finish_reason"] == "stop"
 
 
 @pytest.mark.slow

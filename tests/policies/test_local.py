@@ -38,6 +38,16 @@ def test_default_model_is_cached_per_process(default_policy) -> None:
 
 
 @pytest.mark.slow
+def test_default_tokenizer_ends_where_generation_stops(default_policy) -> None:
+    # the GGUF export names <|im_start|> as its end token; generation stops on <|im_end|>
+    tok, stop = default_policy.tokenizer, default_policy.model.generation_config.eos_token_id
+    assert tok.eos_token == "<|im_end|>" and tok.eos_token_id == stop
+    assert tok.pad_token_id == stop
+    reply = tok.apply_chat_template([{"role": "assistant", "content": "hi"}], tokenize=False)
+    assert tok.eos_token in reply
+
+
+@pytest.mark.slow
 def test_sid_tokens_are_normal_single_tokens_with_initialised_rows(tmp_path) -> None:
     policy = load_policy(fresh=True)
     tok, model = policy.tokenizer, policy.model
