@@ -28,7 +28,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -168,11 +168,33 @@ _CACHE: dict[str, LocalPolicy] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def load_policy(path: str | Path | None = None, *, fresh: bool = False) -> LocalPolicy:
+Dtype = Literal["float32", "bfloat16"]
+
+INFERENCE_DTYPE_ENV = "GENMEM_DTYPE"
+"""Environment variable that overrides the dtype of shared (inference) loads."""
+
+
+def inference_dtype() -> Dtype:
+    """The dtype shared loads use: ``$GENMEM_DTYPE``, else float32.
+
+    bfloat16 halves the weights read per generated token (~1.6x faster decoding measured here)
+    but without native bf16 matmuls (AVX2-only CPUs) prompt prefill gets ~6x slower, so it is
+    opt-in for CPUs with AVX512-BF16/AMX.
+    """
+    value = os.environ.get(INFERENCE_DTYPE_ENV, "float32")
+    if value not in ("float32", "bfloat16"):
+        raise ValueError(f"{INFERENCE_DTYPE_ENV}={value!r}: use 'float32' or 'bfloat16'")
+    return value  # type: ignore[return-value]
+
+
+def load_policy(
+    path: str | Path | None = None, *, fresh: bool = False, dtype: Dtype | None = None
+) -> LocalPolicy:
     """Load a policy directory (None or ``"default"``: the embedded SmolLM2), once per process.
 
     ``fresh=True`` loads a private copy (for training or for adding tokens) instead of the
-    shared cached one.
+    shared cached one. ``dtype`` defaults to :func:`inference_dtype` for shared loads and to
+    float32 for fresh ones, which are trained.
     """
     directory = _default_dir() if path in (None, "default", DEFAULT_MODEL_ID) else Path(path)
     if not (directory / "config.json").is_file():
@@ -180,22 +202,24 @@ def load_policy(path: str | Path | None = None, *, fresh: bool = False) -> Local
             f"{directory} is not a transformers model directory (no config.json); pass a "
             "directory written by `save_policy`/`save_pretrained`, or 'default'"
         )
-    key = str(directory.resolve())
+    chosen = dtype or ("float32" if fresh else inference_dtype())
+    key = f"{directory.resolve()}@{chosen}"
     with _CACHE_LOCK:
         if not fresh and key in _CACHE:
             return _CACHE[key]
-        policy = _load(directory)
+        policy = _load(directory, chosen)
         if not fresh:
             _CACHE[key] = policy
     return policy
 
 
-def _load(directory: Path) -> LocalPolicy:
+def _load(directory: Path, dtype: Dtype) -> LocalPolicy:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(directory)
-    model = AutoModelForCausalLM.from_pretrained(directory)
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=getattr(torch, dtype))
     model.eval()
     _align_eos(tokenizer, model)
     return LocalPolicy(model=model, tokenizer=tokenizer, info=_read_info(directory), path=directory)

@@ -85,14 +85,27 @@ def json_schema_prefix_fn(
     """
     from lmformatenforcer import CharacterLevelParserConfig, JsonSchemaParser, TokenEnforcer
 
+    data = _tokenizer_data(tokenizer)
     # Compact JSON with keys in the order the schema's "required" lists them: fewer tokens,
     # and a schema can put a "thought" before the decision it explains.
-    config = CharacterLevelParserConfig(max_consecutive_whitespaces=1, force_json_field_order=True)
-    parser = JsonSchemaParser(normalize_schema(schema_of(schema)), config=config)
-    enforcer = TokenEnforcer(_tokenizer_data(tokenizer), parser)
+    config = CharacterLevelParserConfig(
+        alphabet=data.tokenizer_alphabet,
+        max_consecutive_whitespaces=1,
+        force_json_field_order=True,
+    )
+    normalized = normalize_schema(schema_of(schema))
+    parser = JsonSchemaParser(normalized, config=config)
+    enforcer = TokenEnforcer(data, parser)
+    parser.config = config  # TokenEnforcer swaps in a default config; restore ours
+    eos = [data.eos_token_id]
+    # A closed top-level object can only be followed by whitespace: end the reply there.
+    end_when_done = normalized.get("type") == "object"
 
     def allowed(batch_id: int, sequence: Any) -> list[int]:
         tokens = enforcer.get_allowed_tokens(sequence[prompt_length:].tolist())
-        return list(getattr(tokens, "allowed_tokens", tokens))
+        ids = list(getattr(tokens, "allowed_tokens", tokens))
+        if end_when_done and eos[0] in ids:
+            return eos
+        return ids
 
     return allowed

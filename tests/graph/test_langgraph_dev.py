@@ -40,7 +40,7 @@ from tests.conftest import TEST_HASH
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 REPO = Path(__file__).resolve().parents[2]
-SERVED = {"genmem", "stackplanner", "mem_retriever", "mem_evolver", "bank_lookup"}
+SERVED = {"genmem", "genmem_gsm8k", "stackplanner", "mem_retriever", "mem_evolver", "bank_lookup"}
 STARTUP_S = 120.0
 STOP_S = 30.0
 RUN_TIMEOUT_S = 3600.0
@@ -272,11 +272,11 @@ def test_closed_loop_run_reads_and_writes_the_named_bank(
     t0 = time.monotonic()
     out: Any = client.runs.wait(
         None,
-        "genmem",
+        "genmem_gsm8k",
         input={"query": problem["question"], "reference": problem["gold"]},
         context={"bank_url": bank_url, "max_steps": 2},
     )
-    print(f"\ngenmem evolve run (max_steps=2) finished in {time.monotonic() - t0:.0f} s")
+    print(f"\ngenmem_gsm8k evolve run (max_steps=2) finished in {time.monotonic() - t0:.0f} s")
     assert isinstance(out, dict) and "__error__" not in out, out
     print(
         f"answer={out.get('answer')!r} gold={problem['gold']} sid={out.get('sid')} "
@@ -284,6 +284,10 @@ def test_closed_loop_run_reads_and_writes_the_named_bank(
         f"update={out.get('update')} "
         f"evolve_error={out.get('evolve_error')}"
     )
+
+    # Assess: the served GSM8K scorer judged the answer against the gold number.
+    assert out["score"] in (0.0, 1.0)
+    assert out["outcome"] == ("success" if out["score"] == 1.0 else "failure")
 
     # Execute: a real answer and a structured trajectory of the question asked.
     assert isinstance(out["answer"], str) and out["answer"].strip()

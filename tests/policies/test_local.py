@@ -89,7 +89,7 @@ def test_policy_directory_round_trip(tmp_path) -> None:
     )
     out = save_policy(policy, tmp_path / "policy")
     assert (out / local.POLICY_FILE).is_file()
-    again = load_policy(out)
+    again = load_policy(out, dtype="float32")
     assert again is not policy and again.path == out
     assert again.info == policy.info
     assert again.sid_spec == DEFAULT_SPEC
@@ -101,3 +101,16 @@ def test_policy_directory_round_trip(tmp_path) -> None:
         assert torch.equal(again.model.state_dict()[name], tensor), name
     assert again.model.config.vocab_size == policy.model.config.vocab_size
     assert getattr(again.model.config, "quantization_config", None) is None
+    # shared loads default to float32 ($GENMEM_DTYPE or dtype= choose) and are cached per dtype
+    assert load_policy(out) is again
+    assert load_policy(out, dtype="bfloat16").model.dtype == torch.bfloat16
+
+
+def test_inference_dtype_comes_from_the_environment(monkeypatch) -> None:
+    monkeypatch.delenv(local.INFERENCE_DTYPE_ENV, raising=False)
+    assert local.inference_dtype() == "float32"
+    monkeypatch.setenv(local.INFERENCE_DTYPE_ENV, "bfloat16")
+    assert local.inference_dtype() == "bfloat16"
+    monkeypatch.setenv(local.INFERENCE_DTYPE_ENV, "fp16")
+    with pytest.raises(ValueError, match="GENMEM_DTYPE"):
+        local.inference_dtype()

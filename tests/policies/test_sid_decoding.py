@@ -9,6 +9,7 @@ import pytest
 from genmem.memory.bank import Bank
 from genmem.memory.sid import DEFAULT_SPEC, SID, SIDSpec
 from genmem.memory.sqlite_store import SQLiteBankStore
+from genmem.policies.local import load_policy
 from genmem.policies.sid_decoding import (
     MAX_BEAMS,
     SIDDecodingConfig,
@@ -129,7 +130,9 @@ def test_beam_is_distinct_sorted_and_consistent_with_greedy(generator) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("allowed", ["all", "occupied"])
-def test_trie_engine_matches_transformers_generate(default_policy, small_bank, allowed) -> None:
+def test_trie_engine_matches_transformers_generate(small_bank, allowed) -> None:
+    # float32: in bfloat16 the two engines' batched sums round differently and near-ties swap
+    default_policy = load_policy(dtype="float32")
     contexts = _contexts(8)[1:3]
     kwargs = {"bank": small_bank if allowed == "occupied" else None}
     fast = TransformersSIDGenerator(

@@ -1,0 +1,116 @@
+"""The query stream runner: one record per query, appended as it goes, resumed on rerun."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from genmem.envs.runner import QueryRecord, load_queries, run_stream, summarize
+
+
+class ScriptedApp:
+    """Stands in for a compiled ``genmem`` graph: answers from a table, fails on request."""
+
+    def __init__(self, answers: dict[str, str], fail: set[str] = frozenset()) -> None:
+        self.answers, self.fail, self.calls = answers, fail, []
+
+    def invoke(self, payload: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append((payload, context))
+        if payload["query"] in self.fail:
+            raise RuntimeError("model crashed")
+        answer = self.answers[payload["query"]]
+        score = None if "reference" not in payload else float(answer == payload["reference"])
+        update = {"outcome": "inserted", "sid": "<SID_L1_0>"} if score == 1.0 else None
+        error = None if update else {"kind": "invalid_output"}
+        return {
+            "answer": answer,
+            "score": score,
+            "update": update,
+            "evolve_error": error,
+            "status": "finished",
+            "not_a_record_field": 1,
+        }
+
+
+def _write(path: Path, rows: list[Any]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+QUERIES = [
+    {"id": "a", "query": "1+1?", "reference": "2"},
+    {"id": "b", "query": "2+2?", "reference": "4"},
+    {"id": "c", "query": "boom", "reference": "0"},
+]
+
+
+def test_records_are_appended_and_a_rerun_resumes(tmp_path: Path) -> None:
+    app = ScriptedApp({"1+1?": "2", "2+2?": "5"}, fail={"boom"})
+    seen: list[str] = []
+    records = run_stream(
+        app,
+        QUERIES,
+        context={"bank_url": "x"},
+        out=tmp_path,
+        progress=False,
+        on_record=lambda r: seen.append(r.id),
+    )
+    assert seen == ["a", "b", "c"]
+    assert [c[1] for c in app.calls] == [{"bank_url": "x"}] * 3
+    assert [c[0]["mode"] for c in app.calls] == ["evolve"] * 3
+    lines = (tmp_path / "results.jsonl").read_text().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == ["a", "b", "c"]
+    assert records[0].score == 1.0 and records[0].memory_op() == "inserted"
+    assert records[1].memory_op() == "rejected (invalid_output)"
+    assert records[2].error and "model crashed" in records[2].error  # the stream went on
+
+    again = ScriptedApp({})
+    resumed = run_stream(again, QUERIES, context={}, out=tmp_path, progress=False)
+    assert again.calls == [] and [r.id for r in resumed] == ["a", "b", "c"]
+
+    summary = summarize(resumed, {"mode": "evolve"})
+    assert (summary.queries, summary.answered, summary.scored, summary.errors) == (3, 2, 2, 1)
+    assert summary.accuracy == 0.5
+    assert summary.operations == {"inserted": 1, "rejected (invalid_output)": 1}
+
+
+def test_reference_is_only_sent_when_there_is_one() -> None:
+    app = ScriptedApp({"q": "1"})
+    run_stream(app, [{"id": "1", "query": "q"}], context={}, mode="read_only", progress=False)
+    assert app.calls[0][0] == {"query": "q", "mode": "read_only"}
+
+
+def test_load_queries_accepts_the_common_field_names(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "q.jsonl",
+        [
+            {"question": "How many?", "answer": "steps\n#### 1,000"},
+            {"query": "Name it", "reference": "x", "id": 7},
+            {"query": "List", "answers": ["a", "b"]},
+        ],
+    )
+    rows = load_queries(path)
+    assert rows[0] == {"id": "q-1", "query": "How many?", "reference": "1000"}
+    assert rows[1]["id"] == "7" and rows[2]["reference"] == ["a", "b"]
+    assert len(load_queries(path, limit=2)) == 2
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [("{not json", "not a JSON line"), ('{"answer": "4"}', "non-empty 'query'"), ("[1]", "query")],
+)
+def test_load_queries_names_the_bad_line(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"query": "fine"}\n' + line + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=message) as info:
+        load_queries(path)
+    assert ":2:" in str(info.value)
+
+
+def test_summary_of_nothing() -> None:
+    summary = summarize([])
+    assert summary.queries == 0 and summary.accuracy is None and summary.mean_seconds == 0.0
+    assert QueryRecord(id="1", query="q", mode="evolve").memory_op() == "none"
