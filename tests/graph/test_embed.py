@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +21,11 @@ from genmem.graph.embed import add_memory, memory_tools, trajectory_from_message
 from genmem.graph.retriever import MemoryContext
 from genmem.memory.location import open_bank
 from genmem.memory.sid import DEFAULT_SPEC, SID
-from genmem.memory.sqlite_store import SQLiteBankStore
 from tests.conftest import TEST_HASH
+from tests.graph._banks import A, one_entry_bank, revise_reply
 from tests.graph.test_loop import RecordingFake
 from tests.graph.test_retriever import FixedGenerator
 
-A = SID((3, 0, 7, 1))
 FAR = SID((40, 2, 2, 2))
 Q = "Pens cost $2 each. How much do 3 pens cost?"
 PAYLOAD = "Find the price of one item first."
@@ -63,17 +61,9 @@ def _solver() -> ToolCallingFake:
     return ToolCallingFake(responses=[_call("multiply", {"a": 3, "b": 2}), AIMessage("6")])
 
 
-def _revise(payload: str) -> str:
-    return json.dumps({"analysis": "a", "op": "revise", "sid": str(A), "payload": payload})
-
-
 @pytest.fixture
 def bank_url(tmp_path) -> str:
-    bank = SQLiteBankStore(tmp_path / "bank.db").create_bank(
-        "gsm", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH
-    )
-    bank.insert(A, PAYLOAD)
-    return f"sqlite:///{tmp_path}/bank.db?bank=gsm"
+    return one_entry_bank(tmp_path, PAYLOAD)
 
 
 def _wrapped(agent_model: ToolCallingFake, memory_replies: list[str], sids=(A,), **kwargs: Any):
@@ -89,7 +79,7 @@ def _texts(messages: list[BaseMessage]) -> str:
 
 def test_evolve_mode_gives_the_agent_support_and_writes_its_experience(bank_url) -> None:
     solver = _solver()
-    memory, app = _wrapped(solver, [RETRIEVE, _revise("One item's price, times the count.")])
+    memory, app = _wrapped(solver, [RETRIEVE, revise_reply("One item's price, times the count.")])
     out = app.invoke({"messages": [HumanMessage(Q)]}, context={"bank_url": bank_url})
 
     first = solver.prompts[0]  # what the agent saw: the support just before the question
@@ -279,7 +269,7 @@ def test_the_bank_can_live_in_the_graphs_store() -> None:
         responses=[_call("memory_lookup", {"sid_list": [str(A)]}), AIMessage("6")]
     )
     agent = create_agent(agent_model, tools=memory_tools())
-    memory = RecordingFake(responses=[RETRIEVE, _revise("Price of one item, times count.")])
+    memory = RecordingFake(responses=[RETRIEVE, revise_reply("Price of one item, times count.")])
     app = add_memory(agent, model=memory, sid_generator=FixedGenerator([A])).compile(store=store)
     out = app.invoke({"messages": [HumanMessage(Q)]})  # no context: the store holds the bank
     assert out["support"] == SUPPORT and PAYLOAD in out["messages"][2].content

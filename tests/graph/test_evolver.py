@@ -19,13 +19,11 @@ from genmem.graph.evolver import EvolverConfig, build_evolver_graph
 from genmem.graph.trajectory import StepRecord, Trajectory
 from genmem.memory.bank import Bank
 from genmem.memory.location import open_bank
-from genmem.memory.sid import DEFAULT_SPEC, SID
-from genmem.memory.sqlite_store import SQLiteBankStore
+from genmem.memory.sid import SID
 from genmem.policies.backends import load_chat_model
-from tests.conftest import TEST_HASH
+from tests.graph._banks import A, one_entry_bank
 from tests.graph.test_retriever import FixedGenerator
 
-A = SID((3, 0, 7, 1))  # occupied in the fixture bank
 FAR = SID((40, 2, 2, 2))  # empty
 OLD = "For rate problems, find the amount per unit first, then scale it."
 NEW = "Rate problems: compute the unit price, scale it, and check the units of the answer."
@@ -72,10 +70,7 @@ def _decision(op: str, payload: str, sid: SID | str | None = None, **extra: Any)
 
 @pytest.fixture
 def bank_url(tmp_path) -> str:
-    store = SQLiteBankStore(tmp_path / "bank.db")
-    bank = store.create_bank("gsm", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
-    bank.insert(A, OLD)
-    return f"sqlite:///{tmp_path}/bank.db?bank=gsm"
+    return one_entry_bank(tmp_path, OLD)
 
 
 @pytest.fixture

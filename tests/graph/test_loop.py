@@ -11,12 +11,9 @@ from pydantic import Field
 
 from genmem.graph.loop import build_genmem_graph
 from genmem.memory.location import open_bank
-from genmem.memory.sid import DEFAULT_SPEC, SID
-from genmem.memory.sqlite_store import SQLiteBankStore
-from tests.conftest import TEST_HASH
+from tests.graph._banks import A, one_entry_bank, revise_reply
 from tests.graph.test_retriever import FixedGenerator
 
-A = SID((3, 0, 7, 1))
 Q = "Pens cost $2 each. How much do 3 pens cost?"
 
 
@@ -39,17 +36,9 @@ EXECUTE = [_act("delegate", agent="solver", task="3 pens at $2"), "<answer>6</an
 FINISH = [_act("finish", answer="6")]
 
 
-def _revise(payload: str) -> str:
-    return json.dumps({"analysis": "a", "op": "revise", "sid": str(A), "payload": payload})
-
-
 @pytest.fixture
 def bank_url(tmp_path) -> str:
-    bank = SQLiteBankStore(tmp_path / "bank.db").create_bank(
-        "gsm", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH
-    )
-    bank.insert(A, "Find the price of one item first.")
-    return f"sqlite:///{tmp_path}/bank.db?bank=gsm"
+    return one_entry_bank(tmp_path, "Find the price of one item first.")
 
 
 def _app(responses: list[str], **kwargs: Any):
@@ -64,7 +53,7 @@ def _app(responses: list[str], **kwargs: Any):
 
 
 def test_evolve_mode_retrieves_executes_and_writes(bank_url) -> None:
-    chat, app = _app([*RETRIEVE, *EXECUTE, *FINISH, _revise("One item's price, times count.")])
+    chat, app = _app([*RETRIEVE, *EXECUTE, *FINISH, revise_reply("One item's price, times count.")])
     out = app.invoke({"query": Q, "reference": "6"}, context={"bank_url": bank_url})
     assert out["sid"] == str(A) and out["support"] == "Price of one, times the count."
     assert out["answer"] == "6" and out["score"] == 1.0 and out["outcome"] == "success"

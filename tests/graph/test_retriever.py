@@ -15,8 +15,8 @@ from genmem.memory.sqlite_store import SQLiteBankStore
 from genmem.policies.prompts import NO_MEMORY_ANSWER
 from genmem.policies.types import SIDCandidate
 from tests.conftest import TEST_HASH
+from tests.graph._banks import A, one_entry_bank
 
-A = SID((3, 0, 7, 1))
 FAR = SID((40, 2, 2, 2))
 
 
@@ -41,11 +41,9 @@ class FixedGenerator:
 
 @pytest.fixture
 def bank_url(tmp_path) -> str:
-    store = SQLiteBankStore(tmp_path / "bank.db")
-    bank = store.create_bank("gsm", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
-    url = f"sqlite:///{tmp_path}/bank.db?bank=gsm"
-    bank.insert(A, "For rate problems, find the amount per unit first, then scale it.")
-    return url
+    return one_entry_bank(
+        tmp_path, "For rate problems, find the amount per unit first, then scale it."
+    )
 
 
 def _run(graph, url: str, query: str = "Pens cost $3 for 2. How much do 10 cost?") -> dict:
