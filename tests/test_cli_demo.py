@@ -17,7 +17,7 @@ def test_demo_closed_loop_on_three_gsm8k_problems(tmp_path, capsys) -> None:
     out = tmp_path / "demo"
     args = ["demo", "--out", str(out), "--distill", "reference", "--seed-size", "300"]
     args += ["--fit-size", "300"]
-    assert main([*args, "--problems", "3", "--max-steps", "2", "--json"]) == 0
+    assert main([*args, "--problems", "3", "--max-steps", "1", "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
     records = s["records"]
     assert len(records) == 3 and all(r["error"] is None for r in records)

@@ -255,7 +255,7 @@ def test_schema_and_report_answer() -> None:
 
 @pytest.mark.slow
 def test_real_default_model_answers_through_the_graph() -> None:
-    cfg = StackPlannerConfig(budget=StackBudget(max_steps=3))
+    cfg = StackPlannerConfig(budget=StackBudget(max_steps=2))
     app = build_stackplanner_graph("local", config=cfg).compile()
     out = app.invoke(
         {
@@ -267,12 +267,11 @@ def test_real_default_model_answers_through_the_graph() -> None:
     traj = Trajectory.model_validate(out["trajectory"])
     assert out["answer"] and traj.answer == out["answer"]
     assert traj.status in ("finished", "budget")
-    assert 1 <= len([s for s in traj.steps if s.agent == "coordinator"]) <= 3
-    # An invalid reply (lm-format-enforcer merges the union's members, so a 135M model can mix
-    # fields of two actions) is an error observation, never a crash.
-    for step in traj.steps:
-        if step.action == "invalid":
-            assert step.observation and "reply" in step.arguments
+    coordinator = [s for s in traj.steps if s.agent == "coordinator"]
+    assert 1 <= len(coordinator) <= 2
+    # Two constrained stages: every decision is a valid action; the first one delegates or plans.
+    assert all(s.action != "invalid" for s in coordinator)
+    assert coordinator[0].action in ("delegate", "plan")
 
 
 def test_run_context_overrides_the_budget() -> None:
