@@ -1,0 +1,88 @@
+"""How support is chosen in an evaluation: no memory, TF-IDF, dense, or SID generation.
+
+Every method runs through the same ``genmem`` graph with the same model and budgets; only the
+addressing policy of MemRetriever differs. The content-coupled baselines are wrapped as
+addressing policies (:class:`PayloadAddresser`): they rank the bank's occupied SIDs by payload
+similarity, so their candidates go through the same candidate budget, reranker and
+``memory_lookup`` call as generated SIDs (the paper's matched-budget protocol). Their index is
+rebuilt whenever the bank's history has grown, which is the most favourable schedule for them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from genmem.graph._addressing import AddressingConfig, GeneratorFactory
+from genmem.memory.bank import Bank
+from genmem.memory.sid import SIDSpec
+from genmem.policies.types import SIDCandidate
+
+__all__ = ["METHODS", "Method", "PayloadAddresser", "check_methods", "method_generator"]
+
+Method = Literal["none", "tfidf", "dense", "sid"]
+METHODS: tuple[Method, ...] = ("none", "tfidf", "dense", "sid")
+_TASK_PREFIX = "Task:\n"
+
+
+def check_methods(methods: Sequence[str] | str) -> list[Method]:
+    """Parse ``"none,tfidf"`` or a list into known, distinct methods (ValueError otherwise)."""
+    items = [m.strip() for m in methods.split(",")] if isinstance(methods, str) else list(methods)
+    items = [m for m in items if m]
+    unknown = [m for m in items if m not in METHODS]
+    if unknown or not items:
+        raise ValueError(f"methods {unknown or items}: choose from {', '.join(METHODS)}")
+    if len(set(items)) != len(items):
+        raise ValueError(f"methods {items}: list each method once")
+    return items  # type: ignore[return-value]
+
+
+class PayloadAddresser:
+    """An addressing policy that ranks occupied SIDs by payload similarity to the task."""
+
+    def __init__(self, bank: Bank, kind: Literal["tfidf", "dense"]) -> None:
+        from genmem.policies.baselines import DenseRetriever, TfidfRetriever
+
+        self.bank = bank
+        self.kind = kind
+        self.index: Any = (TfidfRetriever if kind == "tfidf" else DenseRetriever).from_bank(bank)
+        self.rebuilds = 0
+        self._events = bank.stats().events
+        self._lock = threading.Lock()
+
+    @property
+    def spec(self) -> SIDSpec:
+        """The bank's address space."""
+        return self.bank.spec
+
+    def _fresh(self) -> None:
+        events = self.bank.stats().events
+        if events != self._events:
+            self.index.rebuild()
+            self._events = events
+            self.rebuilds += 1
+
+    def generate(self, context: str, k: int = 1) -> list[SIDCandidate]:
+        """The ``k`` occupied SIDs whose payloads are most similar to the task, best first."""
+        return self.generate_batch([context], k)[0]
+
+    def generate_batch(self, contexts: Sequence[str], k: int = 1) -> list[list[SIDCandidate]]:
+        """:meth:`generate` for several contexts."""
+        queries = [c.removeprefix(_TASK_PREFIX) for c in contexts]
+        with self._lock:
+            self._fresh()
+            return self.index.retrieve_batch(queries, k)
+
+
+def method_generator(method: Method) -> GeneratorFactory | None:
+    """The addressing factory for ``method`` (None: the retriever's own SID decoding)."""
+    if method in ("sid", "none"):
+        return None
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+
+    def make(bank: Bank, config: AddressingConfig) -> PayloadAddresser:
+        return PayloadAddresser(bank, method)  # type: ignore[arg-type]
+
+    return make
