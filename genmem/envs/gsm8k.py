@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import ast
+import operator
 import re
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from langchain_core.tools import BaseTool, tool
+
+from genmem.envs.base import Environment, EnvTools, Outcome, Task
 from genmem.envs.bundled import DATA_DIR, read_gsm8k
 
 __all__ = [
     "GSM8K_TEST",
+    "GSM8KEnvironment",
+    "calculate",
+    "calculator_tool",
     "extract_number",
     "gold_number",
     "gsm8k_queries",
@@ -71,3 +80,89 @@ def gsm8k_queries(
         }
         for i, r in enumerate(rows)
     ]
+
+
+_OPS: dict[type, Any] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+}
+
+
+def calculate(expression: str) -> str:
+    """Evaluate an arithmetic expression (numbers, + - * / // % **, parentheses) exactly."""
+
+    def value(node: ast.AST) -> Fraction:
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            return Fraction(str(node.value))
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            left, right = value(node.left), value(node.right)
+            if isinstance(node.op, ast.Pow) and (right.denominator != 1 or abs(right) > 64):
+                raise ValueError("powers must be whole numbers up to 64")
+            if isinstance(node.op, ast.Div | ast.FloorDiv | ast.Mod) and right == 0:
+                raise ValueError("division by zero")
+            result = _OPS[type(node.op)](left, right)
+            return Fraction(result)
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](value(node.operand))
+        raise ValueError(f"only numbers and + - * / // % ** are allowed, not {ast.dump(node)[:40]}")
+
+    text = (expression or "").replace(",", "").replace("$", "").replace("×", "*").strip()
+    if not text or len(text) > 200:
+        raise ValueError("give an arithmetic expression of 1 to 200 characters")
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError:
+        raise ValueError(f"not an arithmetic expression: {expression!r}") from None
+    result = value(tree.body)
+    if result.denominator == 1:
+        return str(result.numerator)
+    exact = Decimal(result.numerator) / Decimal(result.denominator)
+    return format(exact.quantize(Decimal("1e-10")).normalize(), "f")
+
+
+def calculator_tool() -> BaseTool:
+    """A ``calculator`` tool for the solver; a bad expression comes back as the tool's result."""
+
+    @tool("calculator")
+    def calculator(expression: str) -> str:
+        """Evaluate an arithmetic expression such as '(48 / 2) + 48' and return the number."""
+        try:
+            return calculate(expression)
+        except ValueError as exc:
+            return f"error: {exc}"
+
+    return calculator
+
+
+class GSM8KEnvironment(Environment):
+    """GSM8K problems: a calculator for the solver, numeric scoring against the gold number."""
+
+    name = "gsm8k"
+    metric_names = ("accuracy",)
+
+    def __init__(self, path: Path = GSM8K_TEST, *, calculator: bool = True) -> None:
+        self.path = path
+        self.calculator = calculator
+
+    def tasks(self, limit: int | None = None) -> list[Task]:
+        """The problems in file order, the gold number as reference."""
+        return [
+            Task(id=q["id"], query=q["query"], reference=q["reference"])
+            for q in gsm8k_queries(self.path, limit=limit)
+        ]
+
+    def tools(self) -> EnvTools:
+        """The calculator, for the solver (when enabled)."""
+        return EnvTools(solver=(calculator_tool(),) if self.calculator else ())
+
+    def score(self, task: Task, answer: str | None) -> Outcome:
+        """1 when the answer's last number equals the gold number."""
+        value = score_gsm8k(answer, task.reference)
+        return Outcome(score=value, success=value == 1.0, metrics={"accuracy": value})
