@@ -54,7 +54,7 @@ def test_demo_closed_loop_on_three_gsm8k_problems(tmp_path, capsys) -> None:
             "--mode",
             "read_only",
             "--max-steps",
-            "2",
+            "1",
             "--out",
             str(run_out),
             "--json",

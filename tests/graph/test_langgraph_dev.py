@@ -274,9 +274,9 @@ def test_closed_loop_run_reads_and_writes_the_named_bank(
         None,
         "genmem_gsm8k",
         input={"query": problem["question"], "reference": problem["gold"]},
-        context={"bank_url": bank_url, "max_steps": 2},
+        context={"bank_url": bank_url, "max_steps": 1},
     )
-    print(f"\ngenmem_gsm8k evolve run (max_steps=2) finished in {time.monotonic() - t0:.0f} s")
+    print(f"\ngenmem_gsm8k evolve run (max_steps=1) finished in {time.monotonic() - t0:.0f} s")
     assert isinstance(out, dict) and "__error__" not in out, out
     print(
         f"answer={out.get('answer')!r} gold={problem['gold']} sid={out.get('sid')} "
