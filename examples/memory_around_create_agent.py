@@ -21,19 +21,16 @@ memory (``add_memory(model=...)`` then needs an ``sid_generator`` for a non-loca
 from __future__ import annotations
 
 import argparse
-import ast
 import json
-import operator
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import ModelCallLimitMiddleware
-from langchain_core.tools import tool
 
 from genmem.envs.bundled import gsm8k_seed_experiences, read_gsm8k
+from genmem.envs.gsm8k import calculator_tool
 from genmem.graph.embed import add_memory
 from genmem.graph.evolver import EvolverConfig
 from genmem.graph.retriever import RetrieverConfig
@@ -46,43 +43,6 @@ PLACEHOLDER_HASH = "0" * 64
 """Codebook hash of the example bank. A real bank records the hash of the codebooks its SIDs
 came from (``genmem bank build``, ``genmem demo``); this one is hand-filled at fixed SIDs, so it
 names no codebooks, and its addresses carry no meaning beyond "one slot per experience"."""
-
-_OPS: dict[type, Callable[..., Any]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
-    ast.USub: operator.neg,
-    ast.UAdd: operator.pos,
-}
-
-
-def _evaluate(node: ast.AST) -> float:
-    if isinstance(node, ast.Expression):
-        return _evaluate(node.body)
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return node.value
-    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-        left, right = _evaluate(node.left), _evaluate(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > 100:
-            raise ValueError("exponent too large")
-        return _OPS[type(node.op)](left, right)
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
-        return _OPS[type(node.op)](_evaluate(node.operand))
-    raise ValueError(f"unsupported expression: {ast.dump(node)[:60]}")
-
-
-@tool
-def calculator(expression: str) -> str:
-    """Evaluate an arithmetic expression with + - * / // % ** and parentheses, e.g. (3+4)*2."""
-    try:
-        value = _evaluate(ast.parse(expression.replace(",", ""), mode="eval"))
-    except (SyntaxError, ValueError, ZeroDivisionError, OverflowError) as exc:
-        return f"Error: {exc}. Retry with numbers and + - * / ( ) only."
-    return str(int(value)) if float(value).is_integer() else f"{value:.6g}"
 
 
 def build_example_bank(folder: Path, seeds: int = 4) -> str:
@@ -123,7 +83,7 @@ def _run(bank_url: str, max_new_tokens: int) -> dict[str, Any]:
     chat = load_chat_model("local", max_new_tokens=max_new_tokens)
     agent = create_agent(
         chat,
-        tools=[calculator],
+        tools=[calculator_tool()],
         system_prompt=(
             "You solve grade-school math word problems. Use the calculator tool for "
             "arithmetic, then reply with the final number."
