@@ -8,7 +8,7 @@ from typing import Any
 
 from genmem._cli_common import CLIError, emit, positive_int
 
-__all__ = ["register"]
+__all__ = ["register", "sid_generator_for"]
 
 _MODEL_HELP = (
     "addressing policy: 'local' (embedded SmolLM2, default), 'local:DIR' or DIR (a policy "
@@ -64,29 +64,42 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _generator(args: argparse.Namespace, bank: Any) -> Any:
     """The SID generator the --model option names."""
+    return sid_generator_for(
+        args.model, bank, allowed=args.allowed, codebook=args.codebook, tokenizer=args.tokenizer
+    )
+
+
+def sid_generator_for(
+    model: str,
+    bank: Any,
+    *,
+    allowed: str = "all",
+    codebook: str | None = None,
+    tokenizer: str | None = None,
+) -> Any:
+    """The SID generator a ``--model`` spec names (local, local:DIR, vllm:..., quantizer)."""
     from genmem.policies.types import SIDGenerator
 
-    model = args.model
     if model == "quantizer":
-        if not args.codebook:
+        if not codebook:
             raise CLIError("--model quantizer needs --codebook DIR (the bank's codebooks)")
         from genmem.memory.rqkmeans import Codebooks
         from genmem.policies.quantizer import QuantizerAddresser
 
-        codebooks = Codebooks.load(args.codebook)
+        codebooks = Codebooks.load(codebook)
         bank.check_codebook(codebooks)
-        return QuantizerAddresser(codebooks, bank=bank, allowed=args.allowed)
+        return QuantizerAddresser(codebooks, bank=bank, allowed=allowed)
     if model.startswith("vllm:"):
-        if args.allowed != "all":
+        if allowed != "all":
             raise CLIError("--allowed occupied/prefix needs a local policy; vLLM decodes 'all'")
-        if not args.tokenizer:
+        if not tokenizer:
             raise CLIError("--model vllm:... needs --tokenizer DIR for the chat template")
         from transformers import AutoTokenizer
 
         from genmem.policies.sid_decoding import address_prompt
         from genmem.policies.vllm_sid import VLLMServerSIDGenerator
 
-        tok = AutoTokenizer.from_pretrained(args.tokenizer)
+        tok = AutoTokenizer.from_pretrained(tokenizer)
         return VLLMServerSIDGenerator.from_spec(
             model, spec=bank.spec, prompt_builder=lambda text: address_prompt(tok, text)
         )
@@ -94,7 +107,9 @@ def _generator(args: argparse.Namespace, bank: Any) -> Any:
 
     path = None if model in ("local", "default") else model.removeprefix("local:")
     gen: SIDGenerator = TransformersSIDGenerator.load(
-        path, bank=bank, config=SIDDecodingConfig(allowed=args.allowed)
+        path,
+        bank=bank,
+        config=SIDDecodingConfig(allowed=allowed),  # type: ignore[arg-type]
     )
     return gen
 

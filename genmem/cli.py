@@ -1,4 +1,4 @@
-"""The ``genmem`` command: the demo, closed-loop runs, codebooks, banks, SID generation."""
+"""The ``genmem`` command: the demo, closed-loop runs, codebooks, banks, SIDs, evaluation."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (every sub-command has ``--help``)."""
-    from genmem import _cli_bank, _cli_codebook, _cli_demo, _cli_run, _cli_sid
+    from genmem import _cli_bank, _cli_codebook, _cli_demo, _cli_eval, _cli_run, _cli_sid
 
     parser = argparse.ArgumentParser(
         prog="genmem",
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     _cli_codebook.register(sub)
     _cli_bank.register(sub)
     _cli_sid.register(sub)
+    _cli_eval.register(sub)
     return parser
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DATA_DIR", "GSM8K_TRAIN", "gsm8k_seed_experiences", "read_gsm8k"]
+__all__ = ["DATA_DIR", "GSM8K_TRAIN", "gsm8k_seed_experiences", "read_gsm8k", "read_jsonl"]
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 GSM8K_TRAIN = DATA_DIR / "gsm8k" / "train.jsonl"
@@ -16,15 +17,43 @@ GSM8K_TRAIN = DATA_DIR / "gsm8k" / "train.jsonl"
 _CALC = re.compile(r"<<[^>]*>>")
 
 
-def read_gsm8k(path: Path = GSM8K_TRAIN, limit: int | None = None) -> list[dict[str, Any]]:
-    """GSM8K records ``{"question", "answer"}`` in file order."""
-    rows = []
+def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line, object)`` for each non-blank line of a JSONL file.
+
+    Raises:
+        ValueError: a line that is not a JSON object, named as ``path:line``.
+    """
+    path = Path(path)
     with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                rows.append(json.loads(line))
-                if limit is not None and len(rows) >= limit:
-                    break
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{n}: not a JSON line ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
+            yield n, row
+
+
+def read_gsm8k(path: Path = GSM8K_TRAIN, limit: int | None = None) -> list[dict[str, Any]]:
+    """GSM8K records ``{"question", "answer"}`` in file order.
+
+    Raises:
+        ValueError: a line without a question string and an answer ending ``#### <number>``,
+            named as ``path:line``.
+    """
+    rows = []
+    for n, row in read_jsonl(path):
+        if limit is not None and len(rows) >= limit:
+            break
+        question, answer = row.get("question"), row.get("answer")
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError(f"{path}:{n}: needs a non-empty 'question' string")
+        if not isinstance(answer, str) or "####" not in answer:
+            raise ValueError(f"{path}:{n}: needs an 'answer' string ending '#### <number>'")
+        rows.append(row)
     return rows
 
 

@@ -21,13 +21,13 @@ A row that does not fit raises :class:`ValueError` naming it as ``path:line``.
 from __future__ import annotations
 
 import csv
-import json
 import random
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from genmem.envs.base import Environment, Outcome, Task
+from genmem.envs.bundled import read_jsonl
 from genmem.envs.scoring import extract_boxed, score_math, score_multiple_choice
 
 __all__ = [
@@ -63,16 +63,7 @@ def read_rows(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 yield start, {k: v for k, v in row.items() if k is not None}
                 start = reader.line_num + 1
             return
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{n}: not a JSON line ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
-            yield n, row
+    yield from read_jsonl(path)
 
 
 def choice_query(question: str, options: list[str]) -> str:

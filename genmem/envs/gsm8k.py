@@ -147,9 +147,12 @@ class GSM8KEnvironment(Environment):
     name = "gsm8k"
     metric_names = ("accuracy",)
 
-    def __init__(self, path: Path = GSM8K_TEST, *, calculator: bool = True) -> None:
-        self.path = path
+    def __init__(
+        self, path: Path = GSM8K_TEST, *, calculator: bool = True, name: str | None = None
+    ) -> None:
+        self.path = Path(path)
         self.calculator = calculator
+        self.name = name or ("gsm8k" if self.path == GSM8K_TEST else self.path.stem)
 
     def tasks(self, limit: int | None = None) -> list[Task]:
         """The problems in file order, the gold number as reference."""

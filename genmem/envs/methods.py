@@ -16,10 +16,18 @@ from typing import Any, Literal
 
 from genmem.graph._addressing import AddressingConfig, GeneratorFactory
 from genmem.memory.bank import Bank
+from genmem.memory.embedding_cache import CachedEncoder
 from genmem.memory.sid import SIDSpec
 from genmem.policies.types import SIDCandidate
 
-__all__ = ["METHODS", "Method", "PayloadAddresser", "check_methods", "method_generator"]
+__all__ = [
+    "METHODS",
+    "Method",
+    "PayloadAddresser",
+    "cached_payload_encoder",
+    "check_methods",
+    "method_generator",
+]
 
 Method = Literal["none", "tfidf", "dense", "sid"]
 METHODS: tuple[Method, ...] = ("none", "tfidf", "dense", "sid")
@@ -46,7 +54,10 @@ class PayloadAddresser:
 
         self.bank = bank
         self.kind = kind
-        self.index: Any = (TfidfRetriever if kind == "tfidf" else DenseRetriever).from_bank(bank)
+        if kind == "tfidf":
+            self.index: Any = TfidfRetriever.from_bank(bank)
+        else:
+            self.index = DenseRetriever.from_bank(bank, encoder=cached_payload_encoder())
         self.rebuilds = 0
         self._events = bank.stats().events
         self._lock = threading.Lock()
@@ -73,6 +84,15 @@ class PayloadAddresser:
         with self._lock:
             self._fresh()
             return self.index.retrieve_batch(queries, k)
+
+
+def cached_payload_encoder() -> CachedEncoder:
+    """MiniLM without prefix, its vectors kept in ``cache_root()/embeddings`` between runs."""
+    from genmem.memory.encoders import default_encoder
+    from genmem.policies.local import cache_root
+
+    path = cache_root() / "embeddings" / "payloads.sqlite"
+    return CachedEncoder(default_encoder(prefix=None), path=path)
 
 
 def method_generator(method: Method) -> GeneratorFactory | None:

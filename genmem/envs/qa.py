@@ -10,6 +10,7 @@ the acceptable answers.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -89,9 +90,10 @@ class QAEnvironment(Environment):
             None: no research tools are offered (closed-book).
         k: Passages per search.
         name: Name in result files; the file's stem by default.
+        ids: Keep only these tasks, in file order (None: all of them).
 
     Raises:
-        ValueError: a bad line in ``path`` (named as ``path:line``).
+        ValueError: a bad line in ``path`` (named as ``path:line``), or an id not in it.
     """
 
     metric_names = ("f1", "em")
@@ -103,11 +105,17 @@ class QAEnvironment(Environment):
         searcher: Searcher | None = None,
         k: int = DEFAULT_SEARCH_K,
         name: str | None = None,
+        ids: Collection[str] | None = None,
     ) -> None:
         self.path = Path(path)
         self.name = name or self.path.stem
         self.searcher = searcher
         self._records = read_qa_jsonl(self.path)
+        if ids is not None:
+            missing = set(ids) - {r.id for r in self._records}
+            if missing:
+                raise ValueError(f"{self.path}: no question with id {sorted(missing)[0]!r}")
+            self._records = [r for r in self._records if r.id in set(ids)]
         self._tools = (
             EnvTools(research=(create_search_tool(searcher, k),))
             if searcher is not None

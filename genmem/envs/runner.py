@@ -68,28 +68,20 @@ def load_queries(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
 
     A GSM8K-style ``answer`` ending in ``#### <number>`` becomes that number.
     """
+    from genmem.envs.bundled import read_jsonl
     from genmem.envs.gsm8k import gold_number
 
     rows: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{n}: not a JSON line ({exc.msg})") from None
-            text = row.get("query") or row.get("question") if isinstance(row, dict) else None
-            if not isinstance(text, str) or not text.strip():
-                raise ValueError(f"{path}:{n}: needs a non-empty 'query' or 'question' string")
-            ref = row.get("reference", row.get("answers", row.get("answer")))
-            if isinstance(ref, str) and "####" in ref:
-                ref = gold_number(ref)
-            rows.append(
-                {"id": str(row.get("id", f"{path.stem}-{n}")), "query": text, "reference": ref}
-            )
-            if limit is not None and len(rows) >= limit:
-                break
+    for n, row in read_jsonl(path):
+        text = row.get("query") or row.get("question")
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"{path}:{n}: needs a non-empty 'query' or 'question' string")
+        ref = row.get("reference", row.get("answers", row.get("answer")))
+        if isinstance(ref, str) and "####" in ref:
+            ref = gold_number(ref)
+        rows.append({"id": str(row.get("id", f"{path.stem}-{n}")), "query": text, "reference": ref})
+        if limit is not None and len(rows) >= limit:
+            break
     return rows
 
 

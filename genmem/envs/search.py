@@ -25,7 +25,7 @@ import httpx
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
-from genmem.envs.bundled import DATA_DIR
+from genmem.envs.bundled import DATA_DIR, read_jsonl
 from genmem.errors import GenMemError
 
 if TYPE_CHECKING:
@@ -112,22 +112,15 @@ def read_corpus_jsonl(path: str | Path) -> list[Passage]:
     Raises:
         ValueError: a line that is not such a record, named as ``path:line``.
     """
-    path = Path(path)
     passages = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                if not isinstance(record, dict):
-                    raise ValueError(f"expected a JSON object, got {type(record).__name__}")
-                passages.append(_passage_from_record(record))
-            except ValueError as exc:  # json.JSONDecodeError is a ValueError
-                raise ValueError(
-                    f"{path}:{lineno}: not a corpus record ({exc}); each line must be "
-                    '{"id": ..., "title": ..., "text": ...}'
-                ) from exc
+    for lineno, record in read_jsonl(path):
+        try:
+            passages.append(_passage_from_record(record))
+        except ValueError as exc:
+            raise ValueError(
+                f"{path}:{lineno}: not a corpus record ({exc}); each line must be "
+                '{"id": ..., "title": ..., "text": ...}'
+            ) from exc
     return passages
 
 

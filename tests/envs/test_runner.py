@@ -100,7 +100,11 @@ def test_load_queries_accepts_the_common_field_names(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("line", "message"),
-    [("{not json", "not a JSON line"), ('{"answer": "4"}', "non-empty 'query'"), ("[1]", "query")],
+    [
+        ("{not json", "not a JSON line"),
+        ('{"answer": "4"}', "non-empty 'query'"),
+        ("[1]", "expected a JSON object"),
+    ],
 )
 def test_load_queries_names_the_bad_line(tmp_path: Path, line: str, message: str) -> None:
     path = tmp_path / "bad.jsonl"
