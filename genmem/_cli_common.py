@@ -9,7 +9,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CLIError", "emit", "fail", "iter_jsonl", "positive_int", "read_text_jsonl"]
+__all__ = [
+    "CLIError",
+    "emit",
+    "fail",
+    "iter_jsonl",
+    "positive_int",
+    "read_text_jsonl",
+]
 
 
 class CLIError(Exception):

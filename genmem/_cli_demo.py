@@ -102,7 +102,13 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> dict[str, An
     after = open_bank(bank_url).stats()
     summary = summarize(
         records,
-        {"mode": args.mode, "model": args.model, "max_steps": args.max_steps, "seed": size},
+        {
+            "mode": args.mode,
+            "model": args.model,
+            "max_steps": args.max_steps,
+            "max_new_tokens": args.max_new_tokens,
+            "seed": size,
+        },
     )
     (out / "summary.json").write_text(summary.model_dump_json(indent=2))
     head = [

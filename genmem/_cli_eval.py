@@ -149,15 +149,6 @@ def _bank_url(args: argparse.Namespace, out: Path, *, progress: bool) -> str:
     return f"sqlite:///{target.resolve()}?bank={seed.bank_id}"
 
 
-def _chat_model(args: argparse.Namespace) -> Any:
-    from genmem.policies.backends import load_chat_model
-
-    if args.max_new_tokens is None:
-        return load_chat_model(args.model)
-    key = "max_new_tokens" if args.model.split(":", 1)[0] == "local" else "max_tokens"
-    return load_chat_model(args.model, **{key: args.max_new_tokens})
-
-
 def _eval(args: argparse.Namespace) -> int:
     methods = _methods(args)
     out = Path(args.out)
@@ -182,11 +173,12 @@ def _eval(args: argparse.Namespace) -> int:
             rerank=not args.no_rerank,
             memory_k=args.memory_k,
             max_steps=args.max_steps,
+            max_new_tokens=args.max_new_tokens,
         )
     except ValueError as exc:
         raise CLIError(_first_error(exc)) from None
     started = time.perf_counter()
-    report = evaluate(env, settings, out=out, model=_chat_model(args), progress=not args.json)
+    report = evaluate(env, settings, out=out, progress=not args.json)
     plot_eval_summary(report, env.metric_names, out / "summary.png")
     result = report.model_dump() | {
         "wall_seconds": round(time.perf_counter() - started, 1),

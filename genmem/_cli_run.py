@@ -52,6 +52,9 @@ def add_loop_arguments(p: argparse.ArgumentParser) -> None:
         "--max-steps", type=positive_int, default=3, help="coordinator steps per query (default 3)"
     )
     p.add_argument(
+        "--max-new-tokens", type=positive_int, help="reply cap of every model call (default 256)"
+    )
+    p.add_argument(
         "--allowed",
         choices=("all", "occupied", "prefix"),
         default="occupied",
@@ -95,6 +98,7 @@ def build_loop_app(args: argparse.Namespace, scorer: Any) -> Any:
     from genmem.graph.retriever import RetrieverConfig
     from genmem.graph.stack import StackBudget
     from genmem.graph.stackplanner import StackPlannerConfig
+    from genmem.policies.backends import capped_chat_model
 
     try:
         retriever = RetrieverConfig(beam=args.beam, rerank=args.beam > 1, allowed=args.allowed)
@@ -102,7 +106,10 @@ def build_loop_app(args: argparse.Namespace, scorer: Any) -> Any:
         raise CLIError(str(exc)) from None
     planner = StackPlannerConfig(budget=StackBudget(max_steps=args.max_steps))
     graph = build_genmem_graph(
-        args.model, retriever_config=retriever, planner_config=planner, scorer=scorer
+        capped_chat_model(args.model, args.max_new_tokens),
+        retriever_config=retriever,
+        planner_config=planner,
+        scorer=scorer,
     )
     return graph.compile(name="genmem")
 
@@ -154,6 +161,7 @@ def _run(args: argparse.Namespace) -> int:
         "mode": args.mode,
         "model": args.model,
         "max_steps": args.max_steps,
+        "max_new_tokens": args.max_new_tokens,
         "allowed": args.allowed,
         "beam": args.beam,
         "scorer": args.scorer,

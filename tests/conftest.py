@@ -18,6 +18,20 @@ from genmem.memory.store import BankStore
 TEST_HASH = "0" * 64
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under xdist, split the cores between workers instead of every worker using all of them."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers and os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Slow tests first (stable order otherwise), so parallel workers start the long ones early."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def _sqlite_file(tmp_path) -> BankStore:
     from genmem.memory.sqlite_store import SQLiteBankStore
 

@@ -52,6 +52,9 @@ class EvalSettings(BaseModel):
     rerank: bool = Field(default=True, description="Rerank candidates against the task.")
     memory_k: int = Field(default=5, ge=1, le=50, description="Entries a lookup returns.")
     max_steps: int = Field(default=3, ge=1, description="StackPlanner's step budget.")
+    max_new_tokens: int | None = Field(
+        default=None, ge=1, description="Reply cap of every model call (None: the backend's)."
+    )
 
     def model_post_init(self, __context: Any) -> None:
         """Validate the method list and that memory methods have a bank."""
@@ -164,6 +167,7 @@ def evaluate(
     from genmem.graph.retriever import RetrieverConfig
     from genmem.graph.stack import StackBudget
     from genmem.graph.stackplanner import StackPlannerConfig
+    from genmem.policies.backends import capped_chat_model
 
     out.mkdir(parents=True, exist_ok=True)
     path = out / "records.jsonl"
@@ -175,6 +179,9 @@ def evaluate(
     def scorer(answer: str | None, reference: Any) -> float:
         return env.score(current["task"], answer).score
 
+    chat = model
+    if chat is None:
+        chat = capped_chat_model(settings.model, settings.max_new_tokens)
     todo = [(m, t) for m in settings.methods for t in tasks if (m, t.id) not in done]
     bar = tqdm(total=len(todo), desc=f"eval {env.name}", unit="run", disable=not progress)
     for method in settings.methods:
@@ -183,7 +190,7 @@ def evaluate(
             continue
         candidates = settings.candidates
         app = build_genmem_graph(
-            model if model is not None else settings.model,
+            chat,
             sid_generator=sid_generator if method == "sid" else method_generator(method),
             retriever_config=RetrieverConfig(
                 beam=candidates,

@@ -153,12 +153,13 @@ class GSM8KEnvironment(Environment):
         self.path = Path(path)
         self.calculator = calculator
         self.name = name or ("gsm8k" if self.path == GSM8K_TEST else self.path.stem)
+        self._queries = gsm8k_queries(self.path)  # a bad line fails here, named path:line
 
     def tasks(self, limit: int | None = None) -> list[Task]:
         """The problems in file order, the gold number as reference."""
         return [
             Task(id=q["id"], query=q["query"], reference=q["reference"])
-            for q in gsm8k_queries(self.path, limit=limit)
+            for q in self._queries[:limit]
         ]
 
     def tools(self) -> EnvTools:

@@ -18,6 +18,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Literal
 
+from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field
 
 from genmem.envs.bundled import GSM8K_TRAIN, read_gsm8k
@@ -31,6 +32,7 @@ __all__ = [
     "copy_bank_file",
     "model_experience",
     "reference_experience",
+    "seed_pairs",
 ]
 
 DistillMode = Literal["model", "reference"]
@@ -148,10 +150,6 @@ def build_seed_bank(
     config: SeedBankConfig | None = None, *, root: Path | None = None, progress: bool = True
 ) -> SeedBank:
     """Build the seed bank for ``config`` under ``root`` (default: the cache), or reuse it."""
-    from genmem.memory.build import ExperienceRecord, build_bank
-    from genmem.memory.encoders import EXPERIENCE_PREFIX, default_encoder
-    from genmem.memory.location import open_bank
-    from genmem.memory.rqkmeans import Codebooks, RQKMeans, RQKMeansConfig
     from genmem.policies.local import cache_root
 
     cfg = config or SeedBankConfig()
@@ -160,6 +158,21 @@ def build_seed_bank(
     if done.exists():
         return SeedBank.model_validate({**json.loads(done.read_text()), "reused": True})
     base.mkdir(parents=True, exist_ok=True)
+    # One builder per bank: a second process waits, then finds the finished bank.
+    with FileLock(str(base) + ".lock"):
+        if done.exists():
+            return SeedBank.model_validate({**json.loads(done.read_text()), "reused": True})
+        return _build(cfg, base, progress)
+
+
+def _build(cfg: SeedBankConfig, base: Path, progress: bool) -> SeedBank:
+    """Build (or finish building) the seed bank in ``base``."""
+    from genmem.memory.build import ExperienceRecord, build_bank
+    from genmem.memory.encoders import EXPERIENCE_PREFIX, default_encoder
+    from genmem.memory.location import open_bank
+    from genmem.memory.rqkmeans import Codebooks, RQKMeans, RQKMeansConfig
+
+    done = base / "seed.json"
     rows = read_gsm8k(GSM8K_TRAIN, limit=max(cfg.fit_size, cfg.size))
     encoder = default_encoder(prefix=EXPERIENCE_PREFIX)
     codebook_dir = base / "codebook"
@@ -206,6 +219,24 @@ def build_seed_bank(
     )
     done.write_text(built.model_dump_json(indent=2, exclude={"reused"}))
     return built
+
+
+def seed_pairs(bank: Any, limit: int | None = None) -> list[dict[str, str]]:
+    """Retrieval pairs of a GSM8K seed bank: each source training question and its entry's SID.
+
+    An entry built from several problems gives one pair per problem; the pairs come in SID
+    order. These are the ``{"query", "reference_sid"}`` lines ``genmem eval --pairs`` reads.
+    """
+    questions = read_gsm8k(GSM8K_TRAIN)
+    pairs = []
+    for entry in bank.entries():
+        for src in (entry.metadata or {}).get("sources", []):
+            if src.get("source") == "gsm8k-train" and 0 <= int(src["index"]) < len(questions):
+                question = questions[int(src["index"])]["question"]
+                pairs.append({"query": question, "reference_sid": str(entry.sid)})
+        if limit is not None and len(pairs) >= limit:
+            return pairs[:limit]
+    return pairs
 
 
 def copy_bank_file(source: Path, target: Path) -> None:

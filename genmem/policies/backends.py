@@ -28,7 +28,14 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from genmem.errors import InvalidModelSpec, ModelUnavailable
 from genmem.policies.chat_local import ChatLocal
 
-__all__ = ["DEFAULT_MODEL_SPEC", "ROLES", "Role", "RoleModels", "load_chat_model"]
+__all__ = [
+    "DEFAULT_MODEL_SPEC",
+    "ROLES",
+    "Role",
+    "RoleModels",
+    "capped_chat_model",
+    "load_chat_model",
+]
 
 DEFAULT_MODEL_SPEC = "local"
 Role = Literal["retriever", "lead", "subagent", "evolver", "judge"]
@@ -63,6 +70,14 @@ def load_chat_model(spec: str | BaseChatModel = DEFAULT_MODEL_SPEC, **kwargs: An
 
         return chat_model_from_vllm_spec(spec, **kwargs)
     return _init_chat_model(spec, **kwargs)
+
+
+def capped_chat_model(spec: str, max_new_tokens: int | None = None) -> BaseChatModel:
+    """:func:`load_chat_model` with every reply capped at ``max_new_tokens`` (None: default)."""
+    if max_new_tokens is None:
+        return load_chat_model(spec)
+    key = "max_new_tokens" if spec.strip().split(":", 1)[0] == "local" else "max_tokens"
+    return load_chat_model(spec, **{key: max_new_tokens})
 
 
 def _init_chat_model(spec: str, **kwargs: Any) -> BaseChatModel:
