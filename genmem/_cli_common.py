@@ -44,20 +44,15 @@ def positive_int(value: str) -> int:
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)`` for each non-blank line; bad lines raise CLIError."""
+    from genmem.envs.bundled import read_jsonl
+
     p = Path(path)
     if not p.is_file():
         raise CLIError(f"input file {str(p)!r} does not exist")
-    with p.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CLIError(f"{p}:{lineno}: not valid JSON ({exc.msg})") from None
-            if not isinstance(obj, dict):
-                raise CLIError(f"{p}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-            yield lineno, obj
+    try:
+        yield from read_jsonl(p)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
 
 
 def read_text_jsonl(path: str | Path, field: str = "text") -> list[dict[str, Any]]:
