@@ -17,6 +17,7 @@ def test_demo_closed_loop_on_three_gsm8k_problems(tmp_path, capsys) -> None:
     out = tmp_path / "demo"
     args = ["demo", "--out", str(out), "--distill", "reference", "--seed-size", "300"]
     args += ["--fit-size", "300"]
+    args += ["--max-new-tokens", "64"]
     assert main([*args, "--problems", "3", "--max-steps", "1", "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
     records = s["records"]
@@ -55,6 +56,8 @@ def test_demo_closed_loop_on_three_gsm8k_problems(tmp_path, capsys) -> None:
             "read_only",
             "--max-steps",
             "1",
+            "--max-new-tokens",
+            "64",
             "--out",
             str(run_out),
             "--json",

@@ -110,7 +110,9 @@ def test_every_method_end_to_end_on_the_default_model(
     out = tmp_path / bench
     events = open_bank(bank_url).stats().events
     args = ["eval", "--bench", bench, "--limit", "3", "--bank", bank_url, "--out", str(out)]
-    args += ["--max-steps", "1", "--max-new-tokens", "48", "--candidates", "4", "--json"]
+    # The smallest budgets that still run every node: one coordinator step, short replies.
+    args += ["--max-steps", "1", "--max-new-tokens", "32", "--candidates", "2", "--memory-k", "2"]
+    args.append("--json")
     assert main(args) == 0
     result = _json(capsys)
     assert [s["method"] for s in result["summaries"]] == ["none", "tfidf", "dense", "sid"]

@@ -89,7 +89,7 @@ def choice_prompt(choice: str) -> str:
 def action_schema(
     choice: str,
     agents: Sequence[str],
-    max_field_chars: int = 400,
+    max_field_chars: int = 200,
     stack_ids: Sequence[int] = (),
 ) -> dict[str, Any]:
     """Stage two: the schema of the one action ``choice`` stands for, with length caps."""
@@ -141,7 +141,7 @@ def decision_from_stages(first: dict[str, Any], second: dict[str, Any]) -> dict[
 
 
 def coordinator_schema(
-    agents: Sequence[str], max_field_chars: int = 400, stack_ids: Sequence[int] | None = None
+    agents: Sequence[str], max_field_chars: int = 200, stack_ids: Sequence[int] | None = None
 ) -> dict[str, Any]:
     """The whole decision's JSON schema in one piece, with length caps and the thought first.
 

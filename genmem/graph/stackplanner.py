@@ -215,8 +215,10 @@ class StackPlannerConfig:
     structured: Literal["auto", "on", "off"] = "auto"
     """Ask the lead model for schema-constrained JSON: when it supports it (auto), always, or
     never (plain text, parsed leniently)."""
-    max_field_chars: int = 400
-    """Longest ``task``, ``content`` or ``answer`` a constrained decision may write."""
+    max_field_chars: int = 200
+    """Longest ``task``, ``content`` or ``answer`` a constrained decision may write (sub-agents
+    see the whole task as context, so a delegated task need only say which part to do; a
+    small model stuck in a repetition loop stops at this cap)."""
     fallback_solver: bool = True
     """When a run ends with no answer at all, give the whole task to the solver once."""
     two_stage: bool = True

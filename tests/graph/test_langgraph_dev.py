@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 import pytest
+import torch
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
@@ -116,6 +117,9 @@ def start_dev_server(directory: Path, *, executable: str) -> DevServer:
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "PYTHONUNBUFFERED": "1",
+        # The server shares the cores with the test workers: give it one worker's share.
+        "OMP_NUM_THREADS": str(torch.get_num_threads()),
+        "MKL_NUM_THREADS": str(torch.get_num_threads()),
     }
     cmd = [executable, "dev", "--no-browser", "--no-reload", "--config", str(config)]
     with log.open("wb") as out:
