@@ -136,7 +136,14 @@ def action_schema(
 
 
 def decision_from_stages(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
-    """The ``CoordinatorDecision`` payload the two stages' parsed replies make together."""
+    """The ``CoordinatorDecision`` payload the two stages' parsed replies make together.
+
+    A repeated id in ``entries`` is dropped (first mention kept): the token-level enforcer
+    cannot express ``uniqueItems``, and naming an entry twice means naming it once.
+    """
+    entries = second.get("entries")
+    if isinstance(entries, list):
+        second = {**second, "entries": list(dict.fromkeys(entries))}
     return {"thought": first.get("thought", ""), "action": second}
 
 

@@ -165,3 +165,10 @@ def test_subagent_sees_the_overall_task_when_the_delegation_is_terse() -> None:
     # no report stated an answer: the latest report's last line stands, no fallback run
     assert out["answer"] == "it is 6" and len(seen) == 1
     assert "latest report" in out["trajectory"]["stop_reason"]
+
+
+def test_stages_drop_a_repeated_entry_id() -> None:
+    first = {"thought": "merge", "action": "prune"}
+    second = {"action": "revise", "op": "prune", "entries": [5, 2, 5], "content": "x"}
+    assert decision_from_stages(first, second)["action"]["entries"] == [5, 2]
+    assert second["entries"] == [5, 2, 5]  # the stage reply itself is left as it was
