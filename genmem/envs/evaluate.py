@@ -1,7 +1,8 @@
 """Benchmark evaluation through the graph: every method, the same model, budgets and stream.
 
 For each method the ``genmem`` graph is built once with the environment's tools and that
-method's addressing policy (:mod:`genmem.envs.methods`); the tasks then run in a fixed order.
+method's addressing policy (:mod:`genmem.envs.methods`). Tasks run in a fixed order, every
+method on a task before the next task, so a partial run compares the methods on equal terms.
 ``none`` runs in ``no_memory`` mode; the memory methods run ``read_only`` (the frozen-bank
 control, the default) or ``evolve`` (each method on its own copy of the bank, so one method's
 writes never reach another's). Every task is scored by its environment right after its run;
@@ -182,40 +183,48 @@ def evaluate(
     chat = model
     if chat is None:
         chat = capped_chat_model(settings.model, settings.max_new_tokens)
-    todo = [(m, t) for m in settings.methods for t in tasks if (m, t.id) not in done]
+    graphs: dict[str, tuple[Any, str, dict[str, Any]]] = {}
+
+    def graph_for(method: Method) -> tuple[Any, str, dict[str, Any]]:
+        """The compiled graph, mode and context of ``method`` (built on first use)."""
+        if method not in graphs:
+            app = build_genmem_graph(
+                chat,
+                sid_generator=sid_generator if method == "sid" else method_generator(method),
+                retriever_config=RetrieverConfig(
+                    beam=settings.candidates,
+                    rerank=settings.rerank and settings.candidates > 1,
+                    allowed=settings.allowed,
+                ),
+                planner_config=StackPlannerConfig(budget=StackBudget(max_steps=settings.max_steps)),
+                solver_tools=tools.solver,
+                research_tools=tools.research,
+                interactor_tools=tools.interactor,
+                scorer=scorer,
+            ).compile()
+            context: dict[str, Any] = {
+                "max_steps": settings.max_steps,
+                "memory_k": settings.memory_k,
+            }
+            bank_url = _bank_for(method, settings, out)
+            if bank_url:
+                context["bank_url"] = bank_url
+            graphs[method] = (app, "no_memory" if method == "none" else settings.mode, context)
+        return graphs[method]
+
+    # Task by task, every method on a task before the next one: a partial run (or one stopped
+    # and resumed) always compares the methods on the same tasks.
+    todo = [(m, t) for t in tasks for m in settings.methods if (m, t.id) not in done]
     bar = tqdm(total=len(todo), desc=f"eval {env.name}", unit="run", disable=not progress)
-    for method in settings.methods:
-        mine = [t for m, t in todo if m == method]
-        if not mine:
-            continue
-        candidates = settings.candidates
-        app = build_genmem_graph(
-            chat,
-            sid_generator=sid_generator if method == "sid" else method_generator(method),
-            retriever_config=RetrieverConfig(
-                beam=candidates,
-                rerank=settings.rerank and candidates > 1,
-                allowed=settings.allowed,
-            ),
-            planner_config=StackPlannerConfig(budget=StackBudget(max_steps=settings.max_steps)),
-            solver_tools=tools.solver,
-            research_tools=tools.research,
-            interactor_tools=tools.interactor,
-            scorer=scorer,
-        ).compile()
-        bank_url = _bank_for(method, settings, out)
-        context: dict[str, Any] = {"max_steps": settings.max_steps, "memory_k": settings.memory_k}
-        if bank_url:
-            context["bank_url"] = bank_url
-        mode = "no_memory" if method == "none" else settings.mode
-        for task in mine:
-            bar.set_postfix_str(f"{method} {task.id}")
-            record = _run_one(env, app, task, method, mode, context, current)
-            with path.open("a", encoding="utf-8") as fh:
-                fh.write(record.model_dump_json() + "\n")
-            if on_record is not None:
-                on_record(record)
-            bar.update(1)
+    for method, task in todo:
+        app, mode, context = graph_for(method)
+        bar.set_postfix_str(f"{method} {task.id}")
+        record = _run_one(env, app, task, method, mode, context, current)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(record.model_dump_json() + "\n")
+        if on_record is not None:
+            on_record(record)
+        bar.update(1)
     bar.close()
     records = _with_contrastive(_records(path))
     path.write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")

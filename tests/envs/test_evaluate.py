@@ -49,12 +49,13 @@ def test_every_method_runs_through_the_graph_and_is_summarised(tmp_path) -> None
     report = evaluate(env, settings, out=out, model=RoleFake(), sid_generator=gen, progress=False)
 
     records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    # Task by task: every method on a task before the next task.
     assert [(r["method"], r["id"]) for r in records] == [
-        (m, i) for m in ("none", "tfidf", "sid") for i in ("test-0", "test-1")
+        (m, i) for i in ("test-0", "test-1") for m in ("none", "tfidf", "sid")
     ]
     assert all(r["error"] is None for r in records)
-    assert [r["score"] for r in records] == [1.0, 0.0] * 3
-    none, tfidf, sid = (records[i : i + 2] for i in (0, 2, 4))
+    assert [r["score"] for r in records] == [1.0] * 3 + [0.0] * 3
+    none, tfidf, sid = ([r for r in records if r["method"] == m] for m in ("none", "tfidf", "sid"))
     assert all(r["sid"] is None and r["contrastive"] is None for r in none)
     assert all(r["sid"] == str(A) and r["retrieved"] for r in [tfidf[0], *sid])
     assert tfidf[1]["sid"] is None  # TF-IDF: the entry shares no term with the second problem
