@@ -11,6 +11,7 @@ from typing import Any
 
 __all__ = [
     "CLIError",
+    "add_budget_arguments",
     "emit",
     "fail",
     "iter_jsonl",
@@ -29,6 +30,22 @@ def emit(obj: Any, *, as_json: bool, text: str | None = None) -> None:
         print(json.dumps(obj, ensure_ascii=False, default=str))
     else:
         print(text if text is not None else json.dumps(obj, indent=2, ensure_ascii=False))
+
+
+def add_budget_arguments(p: argparse.ArgumentParser) -> None:
+    """``--max-steps``, ``--max-new-tokens`` and ``--allowed``: the budgets of a graph run."""
+    p.add_argument(
+        "--max-steps", type=positive_int, default=3, help="coordinator steps per task (default 3)"
+    )
+    p.add_argument(
+        "--max-new-tokens", type=positive_int, help="reply cap of every model call (default 256)"
+    )
+    p.add_argument(
+        "--allowed",
+        choices=("all", "occupied", "prefix"),
+        default="occupied",
+        help="SIDs MemRetriever may generate (default occupied: only addresses that hold entries)",
+    )
 
 
 def positive_int(value: str) -> int:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from genmem._cli_common import CLIError, emit, positive_int
+from genmem._cli_common import CLIError, add_budget_arguments, emit, positive_int
 
 __all__ = ["register"]
 
@@ -68,15 +68,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="candidate budget per method (default 8; 50 with --pairs, as the paper)",
     )
     p.add_argument("--no-rerank", action="store_true", help="use candidates in their own order")
-    p.add_argument(
-        "--allowed",
-        choices=("all", "occupied", "prefix"),
-        default="occupied",
-        help="SIDs the sid method may decode (default occupied)",
-    )
     p.add_argument("--memory-k", type=positive_int, default=5, help="entries a lookup returns (5)")
-    p.add_argument("--max-steps", type=positive_int, default=3, help="StackPlanner steps (3)")
-    p.add_argument("--max-new-tokens", type=positive_int, help="reply cap of every model call")
+    add_budget_arguments(p)
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--json", action="store_true", help="print one JSON summary object")
     p.set_defaults(func=_eval)

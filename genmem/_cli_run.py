@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from genmem._cli_common import CLIError, emit, positive_int
+from genmem._cli_common import CLIError, add_budget_arguments, emit, positive_int
 
 __all__ = ["DATASETS", "add_loop_arguments", "build_loop_app", "register", "scorer_for"]
 
@@ -48,18 +48,7 @@ def add_loop_arguments(p: argparse.ArgumentParser) -> None:
         help="evolve (default): write updates; read_only: never write; no_memory: baseline",
     )
     p.add_argument("--model", default="local", help="model spec for every role (default local)")
-    p.add_argument(
-        "--max-steps", type=positive_int, default=3, help="coordinator steps per query (default 3)"
-    )
-    p.add_argument(
-        "--max-new-tokens", type=positive_int, help="reply cap of every model call (default 256)"
-    )
-    p.add_argument(
-        "--allowed",
-        choices=("all", "occupied", "prefix"),
-        default="occupied",
-        help="SIDs MemRetriever may generate (default occupied: only addresses that hold entries)",
-    )
+    add_budget_arguments(p)
     p.add_argument("--beam", type=positive_int, default=1, help="SID candidates (1 = greedy)")
     p.add_argument(
         "--scorer",
