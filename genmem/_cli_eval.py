@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -232,8 +233,6 @@ def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> 
     out.mkdir(parents=True, exist_ok=True)
     result = {"pairs": str(pairs_path), "n": len(pairs), "k": k, "bank": args.bank}
     result |= {"reranked": rerank is not None, "methods": reports}
-    import json
-
     (out / "retrieval.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     plot_prefix_hits(reports, bank.spec.levels, out / "retrieval.png")
     emit(result, as_json=args.json, text=_retrieval_table(result))

@@ -27,7 +27,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from genmem.envs.base import Task
-from genmem.envs.textworld_env import GameState, TextGame, TextGameEnvironment, clean_feedback
+from genmem.envs.textworld_env import (
+    GameState,
+    GymGame,
+    TextGame,
+    TextGameEnvironment,
+    clean_feedback,
+)
 from genmem.errors import GenMemError
 
 __all__ = [
@@ -208,7 +214,7 @@ class ALFWorldConfig(BaseModel):
         }
 
 
-class _ALFWorldGame:
+class _ALFWorldGame(GymGame):
     """One ALFWorld game played with textworld and ALFWorld's name demangler."""
 
     def __init__(self, game_file: Path) -> None:
@@ -228,16 +234,6 @@ class _ALFWorldGame:
             won=bool(state.won),
             lost=bool(state.get("lost")),
         )
-
-    def reset(self) -> GameState:
-        return self._state(self._env.reset())
-
-    def step(self, command: str) -> GameState:
-        state, _score, _done = self._env.step(command)
-        return self._state(state)
-
-    def close(self) -> None:
-        self._env.close()
 
 
 class ALFWorldEnvironment(TextGameEnvironment):

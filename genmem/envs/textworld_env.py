@@ -38,6 +38,7 @@ __all__ = [
     "GameGenerationError",
     "GameRecord",
     "GameState",
+    "GymGame",
     "TextGame",
     "TextGameEnvironment",
     "TextWorldConfig",
@@ -525,7 +526,33 @@ def generate_games(config: TextWorldConfig) -> list[Path]:
     return [folder / g.file for g in load_games(config)]
 
 
-class _TextWorldGame:
+class GymGame:
+    """A :class:`TextGame` over a textworld env whose ``step`` returns ``(state, score, done)``.
+
+    Subclasses open the env as ``_env`` and turn its state into a :class:`GameState` in
+    ``_state``; TextWorld's own games and ALFWorld's share the rest.
+    """
+
+    _env: Any
+
+    def _state(self, state: Any) -> GameState:
+        raise NotImplementedError
+
+    def reset(self) -> GameState:
+        """Start the game over; its opening state."""
+        return self._state(self._env.reset())
+
+    def step(self, command: str) -> GameState:
+        """Play ``command``; the state after it."""
+        state, _score, _done = self._env.step(command)
+        return self._state(state)
+
+    def close(self) -> None:
+        """Release the game."""
+        self._env.close()
+
+
+class _TextWorldGame(GymGame):
     """A compiled TextWorld game run with jericho, as a :class:`TextGame`."""
 
     def __init__(self, path: Path, *, policy: bool = False) -> None:
@@ -555,16 +582,6 @@ class _TextWorldGame:
             won=bool(state.won),
             lost=bool(state.lost),
         )
-
-    def reset(self) -> GameState:
-        return self._state(self._env.reset())
-
-    def step(self, command: str) -> GameState:
-        state, _score, _done = self._env.step(command)
-        return self._state(state)
-
-    def close(self) -> None:
-        self._env.close()
 
 
 class TextWorldEnvironment(TextGameEnvironment):
