@@ -109,6 +109,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls.add_argument("--json", action="store_true", help="print a JSON list")
     ls.set_defaults(func=_list)
 
+    from genmem import _cli_coldstart
+
+    _cli_coldstart.register(bsub, _URL_HELP)
+
 
 def _open(url: str):
     from genmem.memory.location import open_bank

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from genmem._cli_common import CLIError, add_budget_arguments, emit, positive_int
+from genmem._cli_tasks import add_env_options, environment, first_error
 
 __all__ = ["register"]
 
@@ -17,7 +18,7 @@ _DEFAULT_BANK_SIZE = 2000
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``genmem eval``."""
-    from genmem.envs.benches import BENCHES, FORMATS
+    from genmem.envs.benches import BENCHES
 
     benches = "; ".join(f"{k}: {v}" for k, v in BENCHES.items())
     p = sub.add_parser(
@@ -38,14 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument(
         "--pairs", help='retrieval only: JSONL of {"query", "reference_sid"} (needs --bank)'
     )
-    p.add_argument("--format", choices=FORMATS, help="format of --data (default: detected)")
-    p.add_argument("--corpus", help='QA search: corpus JSONL of {"id", "title", "text"} (BM25)')
-    p.add_argument("--search-url", help="QA search: a Search-R1 retrieval server instead")
-    p.add_argument("--search-k", type=positive_int, default=3, help="passages per search (3)")
-    p.add_argument("--webshop-url", help="WebShop server (default $WEBSHOP_URL)")
-    p.add_argument("--alfworld-data", help="ALFWorld data folder (default $ALFWORLD_DATA)")
-    p.add_argument("--games", type=positive_int, default=10, help="TextWorld games (10)")
-    p.add_argument("--seed", type=int, default=0, help="TextWorld set / option shuffle seed (0)")
+    add_env_options(p)
     p.add_argument(
         "--methods", default="none,tfidf,dense,sid", help="comma-separated (none,tfidf,dense,sid)"
     )
@@ -74,46 +68,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--json", action="store_true", help="print one JSON summary object")
     p.set_defaults(func=_eval)
-
-
-def _options(args: argparse.Namespace) -> Any:
-    from genmem.envs.benches import BenchOptions
-
-    try:
-        return BenchOptions(
-            corpus=Path(args.corpus) if args.corpus else None,
-            search_url=args.search_url,
-            search_k=args.search_k,
-            webshop_url=args.webshop_url,
-            alfworld_data=Path(args.alfworld_data) if args.alfworld_data else None,
-            games=args.games,
-            seed=args.seed,
-        )
-    except ValueError as exc:
-        raise CLIError(_first_error(exc)) from None
-
-
-def _first_error(exc: ValueError) -> str:
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        return "; ".join(str(e.get("msg", e)).removeprefix("Value error, ") for e in errors())
-    return str(exc)
-
-
-def _environment(args: argparse.Namespace) -> Any:
-    from genmem.envs.benches import open_bench, open_data
-
-    options = _options(args)
-    if args.bench:
-        if args.format:
-            raise CLIError("--format describes --data; a bench knows its format")
-        return open_bench(args.bench, options)
-    try:
-        return open_data(args.data, args.format, options)
-    except FileNotFoundError as exc:
-        raise CLIError(str(exc)) from None
-    except ValueError as exc:
-        raise CLIError(str(exc)) from None
 
 
 def _methods(args: argparse.Namespace) -> list[str]:
@@ -151,7 +105,7 @@ def _eval(args: argparse.Namespace) -> int:
     from genmem.envs.evaluate import EvalSettings, evaluate, summary_markdown
     from genmem.envs.plots import plot_eval_summary
 
-    env = _environment(args)
+    env = environment(args)
     out.mkdir(parents=True, exist_ok=True)
     memory = any(m != "none" for m in methods)
     bank_url = _bank_url(args, out, progress=not args.json) if memory else None
@@ -170,7 +124,7 @@ def _eval(args: argparse.Namespace) -> int:
             max_new_tokens=args.max_new_tokens,
         )
     except ValueError as exc:
-        raise CLIError(_first_error(exc)) from None
+        raise CLIError(first_error(exc)) from None
     started = time.perf_counter()
     report = evaluate(env, settings, out=out, progress=not args.json)
     plot_eval_summary(report, env.metric_names, out / "summary.png")

@@ -15,7 +15,15 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (every sub-command has ``--help``)."""
-    from genmem import _cli_bank, _cli_codebook, _cli_demo, _cli_eval, _cli_run, _cli_sid
+    from genmem import (
+        _cli_bank,
+        _cli_codebook,
+        _cli_demo,
+        _cli_eval,
+        _cli_evolve,
+        _cli_run,
+        _cli_sid,
+    )
 
     parser = argparse.ArgumentParser(
         prog="genmem",
@@ -29,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     _cli_bank.register(sub)
     _cli_sid.register(sub)
     _cli_eval.register(sub)
+    _cli_evolve.register(sub)
     return parser
 
 

@@ -245,6 +245,7 @@ class ALFWorldEnvironment(TextGameEnvironment):
     """
 
     name = "alfworld"
+    experience_type = "sop"
     tool_prefix = "alfworld"
     game_name = "ALFWorld household"
 

@@ -57,6 +57,8 @@ class Environment(ABC):
     """Short name used in result files and tables."""
     metric_names: tuple[str, ...] = ("score",)
     """The metrics :meth:`score` reports, in table order."""
+    experience_type: str = "reasoning"
+    """What its experiences teach: ``reasoning``, ``factual`` (QA) or ``sop`` (interactive)."""
 
     @abstractmethod
     def tasks(self, limit: int | None = None) -> list[Task]:

@@ -20,12 +20,14 @@ from genmem.envs.search import DEFAULT_SEARCH_K, HOTPOTQA_DISTRACTOR, Searcher
 
 __all__ = [
     "BENCHES",
+    "DATASETS",
     "FORMATS",
     "BenchOptions",
     "DataFormat",
     "detect_format",
     "open_bench",
     "open_data",
+    "open_dataset",
 ]
 
 DataFormat = Literal["qa", "gsm8k", "choice", "math"]
@@ -43,6 +45,19 @@ BENCHES: dict[str, str] = {
     "webshop": "WebShop goals on a running server (--webshop-url or $WEBSHOP_URL), score/success",
 }
 """Bench names and what each one runs."""
+
+
+DATASETS: dict[str, tuple[str, ...]] = {
+    "gsm8k": ("train", "test"),
+    "textworld": ("train", "test"),
+    "hotpotqa": ("dev",),
+    "2wiki": ("dev",),
+    "nq": ("test",),
+}
+"""Bundled datasets by name and the splits each ships (``genmem bank coldstart``, ``evolve``)."""
+
+_TEXTWORLD_TRAIN_SEED = 10_000
+"""TextWorld's train split: games seeded from here, far from the test set's seeds."""
 
 
 class BenchOptions(BaseModel):
@@ -133,6 +148,34 @@ def open_bench(name: str, options: BenchOptions | None = None) -> Environment:
 
         return WebShopEnvironment(options.webshop_url)
     raise ValueError(f"unknown bench {name!r}; choose from {', '.join(BENCHES)}")
+
+
+def open_dataset(name: str, split: str, options: BenchOptions | None = None) -> Environment:
+    """The environment of a bundled dataset split (see :data:`DATASETS`).
+
+    Raises:
+        ValueError: an unknown dataset, or a split it does not ship (the message lists both).
+    """
+    options = options or BenchOptions()
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; choose from {', '.join(DATASETS)}")
+    if split not in DATASETS[name]:
+        raise ValueError(
+            f"dataset {name!r} ships the split(s) {', '.join(DATASETS[name])}, not {split!r}; "
+            "pass --data FILE for your own"
+        )
+    if name == "gsm8k":
+        from genmem.envs.bundled import GSM8K_TRAIN
+        from genmem.envs.gsm8k import GSM8K_TEST, GSM8KEnvironment
+
+        path = GSM8K_TRAIN if split == "train" else GSM8K_TEST
+        return GSM8KEnvironment(path, name=f"gsm8k-{split}")
+    if name == "textworld":
+        from genmem.envs.textworld_env import TextWorldConfig, TextWorldEnvironment
+
+        seed = options.seed + (_TEXTWORLD_TRAIN_SEED if split == "train" else 0)
+        return TextWorldEnvironment(TextWorldConfig(n_games=options.games, seed=seed))
+    return open_bench(name, options)
 
 
 def _distractor_ids(path: Path) -> list[str]:

@@ -149,6 +149,7 @@ class MultipleChoiceEnvironment(Environment):
     """
 
     name = "multiple_choice"
+    experience_type = "factual"
     metric_names = ("accuracy",)
 
     def __init__(self, path: str | Path, *, seed: int = 0, name: str | None = None) -> None:

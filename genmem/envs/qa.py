@@ -97,6 +97,7 @@ class QAEnvironment(Environment):
     """
 
     metric_names = ("f1", "em")
+    experience_type = "factual"
 
     def __init__(
         self,

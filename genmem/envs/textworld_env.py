@@ -592,6 +592,7 @@ class TextWorldEnvironment(TextGameEnvironment):
     """
 
     name = "textworld"
+    experience_type = "sop"
     tool_prefix = "textworld"
     game_name = "TextWorld"
 

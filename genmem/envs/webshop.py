@@ -333,6 +333,7 @@ class WebShopEnvironment(Environment):
     """
 
     name = "webshop"
+    experience_type = "sop"
     metric_names = ("score", "success")
 
     def __init__(

@@ -30,6 +30,8 @@ def retrieval_update(out: dict[str, Any]) -> dict[str, Any]:
     }
     return {
         "sid": out.get("sid"),
+        "candidates": [c.get("sid") for c in out.get("candidates", [])],
+        "ranked": list(out.get("ranked", [])),
         "retrieved": hits,
         "support": out.get("support"),
         "events": [event],

@@ -89,6 +89,9 @@ class MemoryAgentState(MemoryAgentInput, total=False):
     query: str | None
     """The text memory was addressed with: the last human message, or the ``query_key``."""
     sid: str | None
+    candidates: list[str]
+    """SIDs the addressing policy proposed; ``ranked``: after reranking."""
+    ranked: list[str]
     retrieved: list[dict[str, Any]]
     support: str | None
     trajectory: dict[str, Any] | None

@@ -70,6 +70,10 @@ class GenMemOutput(TypedDict, total=False):
     query: str
     mode: Mode
     sid: str | None
+    candidates: list[str]
+    """SIDs the addressing policy proposed, in its order."""
+    ranked: list[str]
+    """The same SIDs after reranking (the proposal order without a reranker)."""
     retrieved: list[dict[str, Any]]
     support: str | None
     answer: str | None

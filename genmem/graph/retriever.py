@@ -57,6 +57,8 @@ class RetrieverState(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
     sid: str | None
     candidates: list[dict[str, Any]]
+    ranked: list[str]
+    """Candidate SIDs in the order the reranker put them (decode order without one)."""
     retrieved: list[dict[str, Any]]
     support: str
 
@@ -114,9 +116,11 @@ def build_retriever_graph(
         task = retriever_user_message(query)
         candidates = generator_for(bank).generate(task, k=cfg.beam)
         chosen = candidates[0].sid if candidates else None
+        order = [c.sid for c in candidates]
         if cfg.rerank and candidates:
             ranked = Reranker(bank).rerank(query, candidates)
             chosen = ranked[0].sid if ranked else chosen
+            order = [r.sid for r in ranked]
         messages: list[AnyMessage] = [
             SystemMessage(retriever_prompt(bank.spec)),
             HumanMessage(task),
@@ -128,6 +132,7 @@ def build_retriever_graph(
             "messages": messages,
             "sid": chosen,
             "candidates": [c.model_dump() for c in candidates],
+            "ranked": order,
         }
 
     def rewrite(state: RetrieverState) -> RetrieverState:

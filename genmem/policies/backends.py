@@ -72,12 +72,17 @@ def load_chat_model(spec: str | BaseChatModel = DEFAULT_MODEL_SPEC, **kwargs: An
     return _init_chat_model(spec, **kwargs)
 
 
-def capped_chat_model(spec: str, max_new_tokens: int | None = None) -> BaseChatModel:
-    """:func:`load_chat_model` with every reply capped at ``max_new_tokens`` (None: default)."""
-    if max_new_tokens is None:
-        return load_chat_model(spec)
-    key = "max_new_tokens" if spec.strip().split(":", 1)[0] == "local" else "max_tokens"
-    return load_chat_model(spec, **{key: max_new_tokens})
+def capped_chat_model(
+    spec: str, max_new_tokens: int | None = None, *, temperature: float | None = None
+) -> BaseChatModel:
+    """:func:`load_chat_model` with a reply cap and a sampling temperature (None: defaults)."""
+    kwargs: dict[str, Any] = {}
+    if max_new_tokens is not None:
+        local = spec.strip().split(":", 1)[0] == "local"
+        kwargs["max_new_tokens" if local else "max_tokens"] = max_new_tokens
+    if temperature is not None:
+        kwargs["temperature"] = temperature
+    return load_chat_model(spec, **kwargs)
 
 
 def _init_chat_model(spec: str, **kwargs: Any) -> BaseChatModel:

@@ -1,0 +1,80 @@
+"""Online evolution pieces without a model: methods, the probe/stream split, the bank copy, CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from genmem.cli import main
+from genmem.envs.base import Task
+from genmem.envs.evolution import EvolveConfig, _split, _work_copy, check_evolve_methods
+from genmem.memory.location import open_bank
+from tests.graph._banks import one_entry_bank
+
+
+def test_methods_are_checked() -> None:
+    assert check_evolve_methods("sid, frozen,none") == ["sid", "frozen", "none"]
+    with pytest.raises(ValueError, match="choose from"):
+        check_evolve_methods("sid,bm25")
+    with pytest.raises(ValueError, match="once"):
+        check_evolve_methods(["sid", "sid"])
+    with pytest.raises(ValueError):
+        EvolveConfig(blocks=1, block_size=1, probe_size=1, methods=["fresh"])
+
+
+def _tasks(n: int) -> list[Task]:
+    return [Task(id=f"q{i}", query=f"question {i}") for i in range(n)]
+
+
+def test_split_is_disjoint_fixed_and_reused(tmp_path) -> None:
+    cfg = EvolveConfig(blocks=2, block_size=3, probe_size=4, seed=7)
+    probe, stream = _split(_tasks(20), cfg, tmp_path)
+    assert len(probe) == 4 and len(stream) == 6
+    assert not {t.id for t in probe} & {t.id for t in stream}
+    ids = [int(t.id[1:]) for t in stream]
+    assert ids == sorted(ids)  # the stream keeps file order
+    again = _split(_tasks(20), cfg.model_copy(update={"seed": 8}), tmp_path)
+    assert again == (probe, stream)  # a resumed run keeps its split, whatever the seed
+    other = tmp_path / "other"
+    other.mkdir()
+    assert _split(_tasks(20), cfg, other) == (probe, stream)  # same seed, same split
+    with pytest.raises(ValueError, match="need 10"):
+        _split(_tasks(9), cfg, tmp_path / "x")
+
+
+def test_work_copy_leaves_the_input_bank_alone(tmp_path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    url = one_entry_bank(src, "keep me")
+    out = tmp_path / "run"
+    out.mkdir()
+    work_url = _work_copy(url, out)
+    work = open_bank(work_url)
+    work.revise(work.entries()[0].sid, "changed")
+    assert open_bank(url).entries()[0].payload == "keep me"
+    assert (
+        _work_copy(url, out) == work_url and open_bank(work_url).entries()[0].payload == "changed"
+    )
+
+
+def test_evolve_cli_rejects_bad_input(tmp_path, capsys) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    url = one_entry_bank(src, "x")
+    base = ["evolve", "--bank", url, "--blocks", "2", "--block-size", "2", "--probe-size", "2"]
+    out = ["--out", str(tmp_path / "o")]
+    assert main([*base, "--dataset", "gsm8k", "--methods", "sid,bm25", *out]) == 2
+    assert "choose from" in capsys.readouterr().err
+    data = tmp_path / "five.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({"question": f"{i} + 1?", "answer": f"#### {i + 1}"}) + "\n"
+            for i in range(5)
+        )
+    )
+    assert main([*base, "--data", str(data), *out]) == 2
+    assert "need 6" in capsys.readouterr().err
+    missing = f"sqlite:///{tmp_path}/none.db?bank=nope"
+    assert main(["evolve", "--bank", missing, *base[3:], "--dataset", "gsm8k", *out]) == 1
+    assert open_bank(url).stats().events == 1  # nothing was written to the input
