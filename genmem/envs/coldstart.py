@@ -589,8 +589,9 @@ def build_coldstart_bank(
 
 def _codes(config: ColdStartConfig, texts: list[str], out: Path, progress: bool) -> tuple[Any, Any]:
     """The codebooks (reused or fitted into ``out/codebook``) and the texts' codes."""
+    from genmem.envs.seed_bank import fit_experience_codebooks
     from genmem.memory.encoders import EXPERIENCE_PREFIX, default_encoder, encode_for_codebook
-    from genmem.memory.rqkmeans import Codebooks, RQKMeans, RQKMeansConfig
+    from genmem.memory.rqkmeans import Codebooks
 
     if config.codebook is not None:
         codebooks = Codebooks.load(config.codebook)
@@ -609,16 +610,9 @@ def _codes(config: ColdStartConfig, texts: list[str], out: Path, progress: bool)
                 f"{len(texts)} experiences cannot fit a codebook of size {max(config.sizes)}: "
                 "run more queries, pass smaller --sizes, or reuse codebooks with --codebook"
             )
-        fit = RQKMeansConfig(
-            sizes=tuple(config.sizes),
-            distance="weighted",
-            weight=0.5,
-            seed=config.seed,
-            encoder_id=encoder.id,
-            encoder_prefix=EXPERIENCE_PREFIX,
+        codebooks = fit_experience_codebooks(
+            embeddings, config.sizes, encoder.id, fitted, seed=config.seed, progress=progress
         )
-        codebooks = RQKMeans(fit).fit(embeddings, progress=progress).codebooks_
-        codebooks.save(fitted, overwrite=True)
     return codebooks, codebooks.quantize(embeddings)
 
 

@@ -61,14 +61,9 @@ _ABLATION = {
 
 def check_evolve_methods(methods: Sequence[str] | str) -> list[EvolveMethod]:
     """Parse ``"sid,frozen"`` or a list into known, distinct methods (ValueError otherwise)."""
-    items = [m.strip() for m in methods.split(",")] if isinstance(methods, str) else list(methods)
-    items = [m for m in items if m]
-    unknown = [m for m in items if m not in EVOLVE_METHODS]
-    if unknown or not items:
-        raise ValueError(f"methods {unknown or items}: choose from {', '.join(EVOLVE_METHODS)}")
-    if len(set(items)) != len(items):
-        raise ValueError(f"methods {items}: list each method once")
-    return items  # type: ignore[return-value]
+    from genmem.envs.methods import check_methods
+
+    return check_methods(methods, EVOLVE_METHODS)
 
 
 class EvolveConfig(BaseModel):

@@ -34,13 +34,13 @@ METHODS: tuple[Method, ...] = ("none", "tfidf", "dense", "sid")
 _TASK_PREFIX = "Task:\n"
 
 
-def check_methods(methods: Sequence[str] | str) -> list[Method]:
-    """Parse ``"none,tfidf"`` or a list into known, distinct methods (ValueError otherwise)."""
+def check_methods(methods: Sequence[str] | str, known: Sequence[str] = METHODS) -> list[Any]:
+    """Parse ``"none,tfidf"`` or a list into ``known``, distinct methods (ValueError otherwise)."""
     items = [m.strip() for m in methods.split(",")] if isinstance(methods, str) else list(methods)
     items = [m for m in items if m]
-    unknown = [m for m in items if m not in METHODS]
+    unknown = [m for m in items if m not in known]
     if unknown or not items:
-        raise ValueError(f"methods {unknown or items}: choose from {', '.join(METHODS)}")
+        raise ValueError(f"methods {unknown or items}: choose from {', '.join(known)}")
     if len(set(items)) != len(items):
         raise ValueError(f"methods {items}: list each method once")
     return items  # type: ignore[return-value]

@@ -30,6 +30,7 @@ __all__ = [
     "SeedLesson",
     "build_seed_bank",
     "copy_bank_file",
+    "fit_experience_codebooks",
     "model_experience",
     "reference_experience",
     "seed_pairs",
@@ -170,7 +171,7 @@ def _build(cfg: SeedBankConfig, base: Path, progress: bool) -> SeedBank:
     from genmem.memory.build import ExperienceRecord, build_bank
     from genmem.memory.encoders import EXPERIENCE_PREFIX, default_encoder
     from genmem.memory.location import open_bank
-    from genmem.memory.rqkmeans import Codebooks, RQKMeans, RQKMeansConfig
+    from genmem.memory.rqkmeans import Codebooks
 
     done = base / "seed.json"
     rows = read_gsm8k(GSM8K_TRAIN, limit=max(cfg.fit_size, cfg.size))
@@ -181,16 +182,9 @@ def _build(cfg: SeedBankConfig, base: Path, progress: bool) -> SeedBank:
     else:
         digests = [reference_experience(r["question"], r["answer"]) for r in rows[: cfg.fit_size]]
         embeddings = encoder.encode(digests, progress=progress)
-        fit = RQKMeansConfig(
-            sizes=cfg.sizes,
-            distance="weighted",
-            weight=0.5,
-            seed=cfg.seed,
-            encoder_id=encoder.id,
-            encoder_prefix=EXPERIENCE_PREFIX,
+        codebooks = fit_experience_codebooks(
+            embeddings, cfg.sizes, encoder.id, codebook_dir, seed=cfg.seed, progress=progress
         )
-        codebooks = RQKMeans(fit).fit(embeddings, progress=progress).codebooks_
-        codebooks.save(codebook_dir, overwrite=True)
     chosen = rows[: cfg.size]
     if cfg.distill == "model":
         texts = _distil(cfg, chosen, base / "experiences.jsonl", progress)
@@ -219,6 +213,32 @@ def _build(cfg: SeedBankConfig, base: Path, progress: bool) -> SeedBank:
     )
     done.write_text(built.model_dump_json(indent=2, exclude={"reused"}))
     return built
+
+
+def fit_experience_codebooks(
+    embeddings: Any,
+    sizes: tuple[int, ...],
+    encoder_id: str,
+    out: Path,
+    *,
+    seed: int = 0,
+    progress: bool = True,
+) -> Any:
+    """RQ-KMeans codebooks (the paper's weighted rule, w = 0.5) fitted and saved to ``out``."""
+    from genmem.memory.encoders import EXPERIENCE_PREFIX
+    from genmem.memory.rqkmeans import RQKMeans, RQKMeansConfig
+
+    fit = RQKMeansConfig(
+        sizes=tuple(sizes),
+        distance="weighted",
+        weight=0.5,
+        seed=seed,
+        encoder_id=encoder_id,
+        encoder_prefix=EXPERIENCE_PREFIX,
+    )
+    codebooks = RQKMeans(fit).fit(embeddings, progress=progress).codebooks_
+    codebooks.save(out, overwrite=True)
+    return codebooks
 
 
 def seed_pairs(bank: Any, limit: int | None = None) -> list[dict[str, str]]:
