@@ -27,6 +27,7 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -505,20 +506,24 @@ def _invariance(
 
     contexts = [retriever_user_message(t.query) for t in probe]
     result: dict[str, Any] = {"queries": len(contexts)}
-    try:
-        before = local_generator(runner.chat, "MemRetriever")(first, config)
-        after = local_generator(runner.chat, "MemRetriever")(last, config)
-    except TypeError as exc:  # a served model: no local decoder to ask
-        result["sid"] = {"skipped": str(exc)}
-    else:
+    # "all": the policy's own addresses, which nothing in the bank can move; the run's setting
+    # ("occupied" by default) also follows the occupied set, which inserts (not revisions) grow.
+    for allowed in dict.fromkeys(("all", config.allowed)):
+        key = f"sid_{allowed}"
+        setting = SimpleNamespace(allowed=allowed)
+        try:
+            before = local_generator(runner.chat, "MemRetriever")(first, setting)
+            after = local_generator(runner.chat, "MemRetriever")(last, setting)
+        except TypeError as exc:  # a served model: no local decoder to ask
+            result[key] = {"skipped": str(exc)}
+            continue
         k = config.candidates
         a = [[c.sid for c in cands] for cands in before.generate_batch(contexts, k)]
         b = [[c.sid for c in cands] for cands in after.generate_batch(contexts, k)]
         same = [x == y for x, y in zip(a, b, strict=True)]
-        result["sid"] = {
-            "allowed": config.allowed,
-            "identical_fraction": _mean([float(s) for s in same]),
-            "changed_ids": [t.id for t, s in zip(probe, same, strict=True) if not s],
+        result[key] = {
+            "identical_fraction": _mean([float(x) for x in same]),
+            "changed_ids": [t.id for t, x in zip(probe, same, strict=True) if not x],
         }
     for kind in ("tfidf", "dense"):
         if kind not in config.methods:
