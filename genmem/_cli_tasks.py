@@ -70,11 +70,11 @@ def environment(args: argparse.Namespace) -> Any:
     named = getattr(args, "bench", None) or getattr(args, "dataset", None)
     if named and args.format:
         raise CLIError("--format describes --data; a named bench or dataset knows its format")
+    if getattr(args, "bench", None):  # what a bench needs and lacks is an error (exit 1)
+        return open_bench(args.bench, options)
     try:
-        if getattr(args, "bench", None):
-            return open_bench(args.bench, options)
         if getattr(args, "dataset", None):
             return open_dataset(args.dataset, args.split, options)
         return open_data(args.data, args.format, options)
-    except (FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ValueError) as exc:  # a wrong name, split or file: usage
         raise CLIError(str(exc)) from None
