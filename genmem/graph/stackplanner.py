@@ -469,7 +469,9 @@ def build_stackplanner_graph(
             raw, reply, first = structured(choice_schema(available_choices(ids)), messages)
             spent = _tokens(raw, prompt_text + reply)
             parsed = None
-            if isinstance(first, dict):
+            # A reply cut off at the token cap can parse as JSON without its "action": that
+            # is an unreadable decision (the budget's invalid-action count handles it).
+            if isinstance(first, dict) and isinstance(first.get("action"), str):
                 choice = first["action"]
                 follow = [*messages, AIMessage(reply), HumanMessage(choice_prompt(choice))]
                 schema = action_schema(choice, names, cfg.max_field_chars, ids)

@@ -172,3 +172,21 @@ def test_stages_drop_a_repeated_entry_id() -> None:
     second = {"action": "revise", "op": "prune", "entries": [5, 2, 5], "content": "x"}
     assert decision_from_stages(first, second)["action"]["entries"] == [5, 2]
     assert second["entries"] == [5, 2, 5]  # the stage reply itself is left as it was
+
+
+def test_a_cut_off_first_stage_without_an_action_is_an_invalid_decision() -> None:
+    """A reply truncated at the token cap may parse as JSON with no "action": no crash."""
+    lead = SchemaFake(
+        responses=["unused"],
+        replies=[
+            {"thought": "I will first"},  # cut off before its "action"
+            {"thought": "solver", "action": "delegate"},
+            {"action": "delegate", "agent": "solver", "task": "3 pens at $2?"},
+            {"thought": "done", "action": "finish"},
+            {"action": "finish", "answer": "6"},
+        ],
+    )
+    sub = FakeListChatModel(responses=["<answer>6</answer>"])
+    out = build_stackplanner_graph(lead, subagent_model=sub).compile().invoke({"query": Q})
+    assert out["answer"] == "6" and out["status"] == "finished"
+    assert len(lead.calls) == 5  # the unreadable first stage was asked again, not followed up
