@@ -30,7 +30,7 @@ revisions = st.lists(
 
 @pytest.mark.slow
 @settings(
-    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(revisions)
 def test_revisions_never_move_generated_addresses(
