@@ -8,7 +8,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DATA_DIR", "GSM8K_TRAIN", "gsm8k_seed_experiences", "read_gsm8k", "read_jsonl"]
+__all__ = [
+    "DATA_DIR",
+    "GSM8K_TRAIN",
+    "append_jsonl",
+    "gsm8k_seed_experiences",
+    "jsonl_rows",
+    "read_gsm8k",
+    "read_jsonl",
+]
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 GSM8K_TRAIN = DATA_DIR / "gsm8k" / "train.jsonl"
@@ -35,6 +43,19 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             if not isinstance(row, dict):
                 raise ValueError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
             yield n, row
+
+
+def jsonl_rows(path: str | Path) -> list[dict[str, Any]]:
+    """Every object of a JSONL file written as a run goes (none when it does not exist yet)."""
+    path = Path(path)
+    return [row for _, row in read_jsonl(path)] if path.exists() else []
+
+
+def append_jsonl(path: str | Path, obj: Any) -> None:
+    """Append one object (a pydantic model or a JSON-able value) as a line of ``path``."""
+    line = obj.model_dump_json() if hasattr(obj, "model_dump_json") else json.dumps(obj)
+    with Path(path).open("a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
 
 
 def read_gsm8k(path: Path = GSM8K_TRAIN, limit: int | None = None) -> list[dict[str, Any]]:

@@ -34,6 +34,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from genmem.envs.base import Environment, Task
+from genmem.envs.bundled import append_jsonl, jsonl_rows
 from genmem.envs.experience_schemas import (
     AttemptProse,
     ExperienceFields,
@@ -172,7 +173,7 @@ def final_answer(text: str | None) -> str | None:
     return tail.strip() if sep else text.strip()
 
 
-def verdict_of(env: Environment, task: Task, success: bool | None) -> Verdict:
+def verdict_of(success: bool | None) -> Verdict:
     """success / failure from a reference or an environment signal; else unverified."""
     if success is None:
         return "unverified"
@@ -183,18 +184,6 @@ def query_evidence(verdicts: Sequence[str]) -> str:
     """The evidence class of one query's tries: success, failure, unverified or mixed."""
     kinds = set(verdicts)
     return kinds.pop() if len(kinds) == 1 else "mixed"
-
-
-def _append(path: Path, obj: BaseModel | dict[str, Any]) -> None:
-    line = obj.model_dump_json() if isinstance(obj, BaseModel) else json.dumps(obj)
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(line + "\n")
-
-
-def _lines(path: Path) -> list[dict[str, Any]]:
-    from genmem.envs.bundled import read_jsonl
-
-    return [row for _, row in read_jsonl(path)] if path.exists() else []
 
 
 def _structured(
@@ -248,7 +237,7 @@ class _Stages:
         self.interactive = bool(env.tools().interactor)
 
     def _failure(self, stage: str, query_id: str, k: int | None, errors: list[str]) -> None:
-        _append(
+        append_jsonl(
             self.failures_path,
             {"stage": stage, "query_id": query_id, "k": k, "errors": errors, "time": time.time()},
         )
@@ -257,14 +246,14 @@ class _Stages:
         """Run every missing try; returns the tries per query id."""
         from tqdm.auto import tqdm
 
-        done = [AttemptRecord.model_validate(r) for r in _lines(self.attempts_path)]
+        done = [AttemptRecord.model_validate(r) for r in jsonl_rows(self.attempts_path)]
         have = {(a.query_id, a.k) for a in done}
         todo = [(t, k) for t in tasks for k in range(self.config.attempts) if (t.id, k) not in have]
         if todo:
             planners = self._planners()
             for task, k in tqdm(todo, desc="attempts", unit="try", disable=not progress):
                 record = self._attempt(planners[min(k, 1)], task, k)
-                _append(self.attempts_path, record)
+                append_jsonl(self.attempts_path, record)
                 done.append(record)
         by_query: dict[str, list[AttemptRecord]] = {}
         for a in sorted(done, key=lambda a: a.k):
@@ -324,7 +313,7 @@ class _Stages:
             answer=answer,
             status=out.get("status"),
             trajectory=out.get("trajectory"),
-            verdict=verdict_of(self.env, task, None if outcome is None else outcome.success),
+            verdict=verdict_of(None if outcome is None else outcome.success),
             score=None if outcome is None else outcome.score,
             metrics={} if outcome is None else outcome.metrics,
             seconds=round(time.perf_counter() - started, 2),
@@ -337,12 +326,14 @@ class _Stages:
         from tqdm.auto import tqdm
 
         summaries: dict[tuple[str, int], TrajectorySummary] = {}
-        for row in _lines(self.assess_path):
+        for row in jsonl_rows(self.assess_path):
             summaries[(row["query_id"], row["k"])] = TrajectorySummary.model_validate(
                 row["summary"]
             )
         failed = {
-            (r["query_id"], r["k"]) for r in _lines(self.failures_path) if r["stage"] == "assess"
+            (r["query_id"], r["k"])
+            for r in jsonl_rows(self.failures_path)
+            if r["stage"] == "assess"
         }
         todo = [
             (t, a)
@@ -385,7 +376,7 @@ class _Stages:
             evaluation=attempt.verdict,
             prediction=attempt.answer or "",
         )
-        _append(
+        append_jsonl(
             self.assess_path,
             {"query_id": task.id, "k": attempt.k, "summary": summary.model_dump()},
         )
@@ -401,14 +392,14 @@ class _Stages:
         """Extract experiences for every query not yet extracted; returns all of them."""
         from tqdm.auto import tqdm
 
-        lines = [ExperienceLine.model_validate(r) for r in _lines(self.experiences_path)]
+        lines = [ExperienceLine.model_validate(r) for r in jsonl_rows(self.experiences_path)]
         done = {x.query_id for x in lines}
-        done |= {r["query_id"] for r in _lines(self.failures_path) if r["stage"] == "extract"}
+        done |= {r["query_id"] for r in jsonl_rows(self.failures_path) if r["stage"] == "extract"}
         todo = [t for t in tasks if t.id not in done and tries.get(t.id)]
         for task in tqdm(todo, desc="extract", unit="query", disable=not progress):
             new = self._extract_one(task, tries[task.id], summaries)
             for line in new:
-                _append(self.experiences_path, line)
+                append_jsonl(self.experiences_path, line)
             lines.extend(new)
         order = {t.id: i for i, t in enumerate(tasks)}
         return sorted(lines, key=lambda x: (order.get(x.query_id, len(order)), x.index))
@@ -474,7 +465,7 @@ def _llm_merger(chat: Any, path: Path) -> Callable[[Any, Sequence[Any]], str]:
 
     from genmem.memory.build import concat_consolidate
 
-    cache = {row["key"]: row["payload"] for row in _lines(path)}
+    cache = {row["key"]: row["payload"] for row in jsonl_rows(path)}
 
     def merge(sid: Any, records: Sequence[Any]) -> str:
         texts = list(dict.fromkeys(r.text.strip() for r in records))
@@ -489,7 +480,9 @@ def _llm_merger(chat: Any, path: Path) -> Callable[[Any, Sequence[Any]], str]:
         by = "llm"
         if not text:  # an empty merge would lose the notes: keep them all, and say so
             text, by = concat_consolidate(sid, records), "concat-fallback"
-        _append(path, {"key": key, "sid": str(sid), "n": len(texts), "by": by, "payload": text})
+        append_jsonl(
+            path, {"key": key, "sid": str(sid), "n": len(texts), "by": by, "payload": text}
+        )
         cache[key] = text
         return text
 
@@ -524,10 +517,7 @@ def build_coldstart_bank(
     parsed = parse_bank_url(bank_url)
     store = open_store(parsed)
     tasks = env.tasks(config.limit)
-    merge_chat = chat or capped_chat_model(config.model, config.merge_tokens)
-    if chat is None:
-        chat = capped_chat_model(config.model, None)
-    stages = _Stages(env, config, out, chat)
+    stages = _Stages(env, config, out, chat or capped_chat_model(config.model, None))
     tries = stages.attempts(tasks, progress)
     summaries = stages.assess(tasks, tries, progress)
     lines = stages.extract(tasks, tries, summaries, progress)
@@ -558,7 +548,10 @@ def build_coldstart_bank(
     merge = (
         concat_consolidate
         if config.merge == "concat"
-        else _llm_merger(merge_chat, out / "merges.jsonl")
+        else _llm_merger(
+            chat or capped_chat_model(config.model, config.merge_tokens),
+            out / "merges.jsonl",
+        )
     )
     report = build_bank(
         bank, records, sids, consolidate=merge, actor="coldstart", progress=progress
@@ -566,7 +559,7 @@ def build_coldstart_bank(
     _write_stats(out, lines, bank, codes, codebooks.spec)
     all_tries = [a for v in tries.values() for a in v]
     verdicts = dict(Counter(a.verdict if a.error is None else "error" for a in all_tries))
-    failures = _lines(stages.failures_path)
+    failures = jsonl_rows(stages.failures_path)
     result = ColdStartReport(
         out=str(out),
         bank=bank_url,

@@ -33,6 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from genmem.envs.base import Environment, Task
+from genmem.envs.bundled import append_jsonl, jsonl_rows
 from genmem.envs.evolution_stats import BlockOperations
 
 __all__ = [
@@ -159,17 +160,6 @@ class EvolveSummary(BaseModel):
     snapshots: list[str]
     files: dict[str, str]
     seconds: float
-
-
-def _lines(path: Path) -> list[dict[str, Any]]:
-    from genmem.envs.bundled import read_jsonl
-
-    return [row for _, row in read_jsonl(path)] if path.exists() else []
-
-
-def _append(path: Path, record: BaseModel) -> None:
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(record.model_dump_json() + "\n")
 
 
 def _split(tasks: list[Task], config: EvolveConfig, out: Path) -> tuple[list[Task], list[Task]]:
@@ -331,8 +321,8 @@ def run_evolution(
     stream_path, probe_path = out / "stream.jsonl", out / "probes.jsonl"
     (out / "snapshots").mkdir(exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
-    streamed = {r["id"] for r in _lines(stream_path)}
-    probed = {(r["checkpoint"], r["method"], r["id"]) for r in _lines(probe_path)}
+    streamed = {r["id"] for r in jsonl_rows(stream_path)}
+    probed = {(r["checkpoint"], r["method"], r["id"]) for r in jsonl_rows(probe_path)}
     refs = dict(reference_sids or {})
     total = config.blocks * config.block_size + (config.blocks + 1) * len(probe) * len(
         config.methods
@@ -348,7 +338,7 @@ def run_evolution(
                     continue
                 bar.set_postfix_str(f"stream {task.id}")
                 state = runner.run("sid", task, "evolve", work_url)
-                _append(stream_path, _stream_record(i, c, task, state))
+                append_jsonl(stream_path, _stream_record(i, c, task, state))
                 bar.update(1)
         snap_urls[c] = _checkpoint(work, c, out)
         for method in config.methods:
@@ -358,7 +348,7 @@ def run_evolution(
                     continue
                 bar.set_postfix_str(f"t{c} {method} {task.id}")
                 state = runner.run(method, task, "no_memory" if url is None else "read_only", url)
-                _append(probe_path, _probe_record(c, method, task, state, refs, work.spec))
+                append_jsonl(probe_path, _probe_record(c, method, task, state, refs, work.spec))
                 bar.update(1)
     bar.close()
     return _summarise(
@@ -428,9 +418,7 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _checkpoint_scores(
-    config: EvolveConfig, probes: list[ProbeRecord], n_probe: int
-) -> list[CheckpointScore]:
+def _checkpoint_scores(config: EvolveConfig, probes: list[ProbeRecord]) -> list[CheckpointScore]:
     out = []
     for c in range(config.blocks + 1):
         for method in config.methods:
@@ -555,9 +543,9 @@ def _summarise(
     from genmem.memory.location import open_bank
 
     work = open_bank(work_url)
-    stream = [StreamRecord.model_validate(r) for r in _lines(out / "stream.jsonl")]
-    probes = [ProbeRecord.model_validate(r) for r in _lines(out / "probes.jsonl")]
-    checkpoints = _checkpoint_scores(config, probes, len(probe))
+    stream = [StreamRecord.model_validate(r) for r in jsonl_rows(out / "stream.jsonl")]
+    probes = [ProbeRecord.model_validate(r) for r in jsonl_rows(out / "probes.jsonl")]
+    checkpoints = _checkpoint_scores(config, probes)
     blocks, counts, writes = _block_logs(work, config, stream, out)
     per_block = [
         _mean([r.score for r in stream if r.block == c and r.score is not None])
