@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         _cli_evolve,
         _cli_run,
         _cli_sid,
+        _cli_train,
     )
 
     parser = argparse.ArgumentParser(
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     _cli_sid.register(sub)
     _cli_eval.register(sub)
     _cli_evolve.register(sub)
+    _cli_train.register(sub)
     return parser
 
 

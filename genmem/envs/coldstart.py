@@ -107,6 +107,10 @@ class ExperienceLine(BaseModel):
     evidence: str = Field(description="success / failure / mixed / unverified over the tries.")
     fields: ExperienceFields
     text: str
+    query: str = Field(default="", description="The task text (provenance for SID alignment).")
+    trajectory: str = Field(
+        default="", description="The rendered run it came from: a success first, else the first."
+    )
 
 
 class ColdStartReport(BaseModel):
@@ -412,6 +416,8 @@ class _Stages:
     ) -> list[ExperienceLine]:
         from langchain_core.messages import HumanMessage, SystemMessage
 
+        from genmem.graph.trajectory import render_trajectory
+
         blocks = []
         for a in tries:
             s = summaries.get((task.id, a.k))
@@ -439,6 +445,8 @@ class _Stages:
             self._failure("extract", task.id, None, errors)
             return []
         evidence = query_evidence([a.verdict for a in tries])
+        best = next((a for a in tries if a.verdict == "success"), tries[0] if tries else None)
+        run = render_trajectory(best.trajectory, clip=600) if best and best.trajectory else ""
         out = []
         for i, fields in enumerate(extracted.experiences[: self.config.max_records]):
             text = experience_text(fields)
@@ -454,6 +462,8 @@ class _Stages:
                     evidence=evidence,
                     fields=fields,
                     text=text,
+                    query=task.query,
+                    trajectory=run,
                 )
             )
         return out
@@ -540,6 +550,8 @@ def build_coldstart_bank(
                 "evidence": x.evidence,
                 "query_id": x.query_id,
                 "index": x.index,
+                "query": x.query,
+                "trajectory": x.trajectory,
             },
         )
         for x in lines

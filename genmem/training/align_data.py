@@ -1,0 +1,271 @@
+"""Stage 1 data: the five text <-> SID mappings built from a bank and its provenance.
+
+Every live entry of a bank gives (paper, appendix B.5):
+
+- ``experience_sid`` (x -> z): the entry's payload -> its SID;
+- ``sid_experience`` (z -> x): the SID -> the payload (clipped);
+- ``sid_description`` (z -> d): the SID -> a one-line description (the record's problem type
+  when the payload has one, else its first sentence; or one written by a model);
+- ``query_sid`` (q -> z): each source query recorded in the entry's metadata -> the SID;
+- ``trajectory_sid`` (tau -> z): each source trajectory -> the SID.
+
+Queries and trajectories come from ``metadata["sources"]``: cold-start banks record ``query`` and
+``trajectory``; GSM8K seed banks record the training problem's index, whose question is the query
+and whose worked reference solution is the trajectory.
+
+Forward mappings use exactly the prompt SID decoding uses at inference (the addressing
+instruction, then the context as MemRetriever or MemEvolver phrases it), so what is trained is
+what is decoded. The loss weights ``lambda`` of Eq. 6 are applied as sampling multiplicities: an
+example of mapping ``m`` appears ``floor(lambda_m)`` times plus once more with probability
+``frac(lambda_m)``, which weights the summed SFT loss by ``lambda_m`` in expectation (TRL's
+SFTTrainer has no per-example loss weights).
+
+A seeded fraction of the queries is held out of ``query_sid`` training: those pairs measure
+whether addressing generalises to unseen queries (their entries are still trained through the
+other mappings, as in the paper, where every entry is in the bank).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from genmem.policies.prompts import evolver_user_message, retriever_user_message
+from genmem.policies.sid_decoding import ADDRESS_PROMPT, address_prompt
+
+__all__ = [
+    "MAPPINGS",
+    "AlignData",
+    "AlignDataConfig",
+    "AlignExample",
+    "EntrySource",
+    "Mapping",
+    "alignment_data",
+    "describe_payload",
+    "entry_sources",
+]
+
+Mapping = Literal[
+    "query_sid", "trajectory_sid", "experience_sid", "sid_experience", "sid_description"
+]
+MAPPINGS: tuple[Mapping, ...] = (
+    "query_sid",
+    "trajectory_sid",
+    "experience_sid",
+    "sid_experience",
+    "sid_description",
+)
+
+_EXPERIENCE_PROMPT = (
+    "You are given a memory address (an SID: one code per level, coarse to fine). Write the "
+    "experience stored at that address."
+)
+_DESCRIBE_PROMPT = (
+    "You are given a memory address (an SID: one code per level, coarse to fine). Say in one "
+    "short sentence what kind of experience is stored there."
+)
+_TYPE_LINE = re.compile(r"^\s*Problem type:\s*(.+)$", re.MULTILINE)
+_SENTENCE = re.compile(r"(.+?[.!?])(\s|$)", re.DOTALL)
+
+
+class AlignDataConfig(BaseModel):
+    """How stage-1 examples are built and mixed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    weights: dict[Mapping, float] = Field(
+        default_factory=lambda: dict.fromkeys(MAPPINGS, 1.0),
+        description="lambda per mapping (Eq. 6), as sampling multiplicity; 0 drops a mapping.",
+    )
+    heldout: float = Field(
+        default=0.1, ge=0.0, lt=1.0, description="Fraction of queries kept out of training."
+    )
+    max_heldout: int = Field(default=200, ge=0, description="Cap on held-out query pairs.")
+    max_context_tokens: int = Field(default=512, ge=16, description="Forward-context cap.")
+    max_target_chars: int = Field(default=1200, ge=40, description="Reverse-target cap.")
+    seed: int = 0
+
+    @field_validator("weights")
+    @classmethod
+    def _weights(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = {k: v for k, v in value.items() if v < 0}
+        if bad:
+            raise ValueError(f"mapping weights must be >= 0, got {bad}")
+        if not any(v > 0 for v in value.values()):
+            raise ValueError("at least one mapping needs a weight > 0")
+        return {**dict.fromkeys(MAPPINGS, 0.0), **value}
+
+
+class EntrySource(BaseModel):
+    """What one entry offers to the mappings."""
+
+    sid: str
+    payload: str
+    description: str
+    queries: list[str] = Field(default_factory=list)
+    trajectories: list[str] = Field(default_factory=list)
+
+
+class AlignExample(BaseModel):
+    """One SFT example: a chat-templated prompt and the completion the loss is taken on."""
+
+    mapping: Mapping
+    prompt: str
+    completion: str
+    sid: str
+
+
+class AlignData(BaseModel):
+    """The training mix and the held-out query pairs."""
+
+    train: list[AlignExample]
+    heldout: list[dict[str, str]] = Field(description="{query, reference_sid} pairs not trained.")
+    trained_queries: list[dict[str, str]] = Field(description="{query, reference_sid} trained.")
+    counts: dict[str, int] = Field(description="Examples per mapping in the mix.")
+    entries: int
+
+
+def describe_payload(payload: str, *, max_words: int = 24) -> str:
+    """A one-line description of a payload: its problem-type line, else its first sentence."""
+    found = _TYPE_LINE.search(payload)
+    text = found.group(1) if found else payload.strip()
+    if not found:
+        body = re.sub(r"^\s*\w[\w ]{0,20}:\s*", "", text)  # drop a leading "Problem:" label
+        match = _SENTENCE.match(body)
+        text = match.group(1) if match else body
+    words = " ".join(text.split()).split(" ")
+    clipped = " ".join(words[:max_words])
+    return clipped + ("..." if len(words) > max_words else "")
+
+
+def _gsm8k_rows() -> list[dict[str, str]]:
+    from genmem.envs.bundled import GSM8K_TRAIN, read_gsm8k
+
+    return read_gsm8k(GSM8K_TRAIN)
+
+
+def entry_sources(bank: Any, describe: Callable[[str], str] | None = None) -> list[EntrySource]:
+    """Each live entry with its description and the queries / trajectories it came from."""
+    rows: list[dict[str, str]] | None = None
+    out = []
+    for entry in bank.entries():
+        queries: list[str] = []
+        trajectories: list[str] = []
+        for src in (entry.metadata or {}).get("sources", []):
+            if not isinstance(src, dict):
+                continue
+            query, trajectory = src.get("query"), src.get("trajectory")
+            if not query and src.get("source") == "gsm8k-train" and "index" in src:
+                rows = rows if rows is not None else _gsm8k_rows()
+                i = int(src["index"])
+                if 0 <= i < len(rows):
+                    query = rows[i]["question"]
+                    trajectory = trajectory or rows[i]["answer"].split("####")[0].strip()
+            if query and query not in queries:
+                queries.append(str(query))
+            if trajectory and trajectory not in trajectories:
+                trajectories.append(str(trajectory))
+        payload = entry.payload
+        if not payload.strip():
+            continue  # a cleared entry has nothing to align with
+        out.append(
+            EntrySource(
+                sid=str(entry.sid),
+                payload=payload,
+                description=(describe or describe_payload)(payload),
+                queries=queries,
+                trajectories=trajectories,
+            )
+        )
+    return out
+
+
+def _chat(tokenizer: Any, system: str, user: str) -> str:
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+
+def _examples(
+    src: EntrySource, tokenizer: Any, cfg: AlignDataConfig, heldout: set[str]
+) -> dict[Mapping, list[AlignExample]]:
+    def forward(mapping: Mapping, context: str) -> AlignExample:
+        prompt = address_prompt(
+            tokenizer,
+            context,
+            system_prompt=ADDRESS_PROMPT,
+            max_context_tokens=cfg.max_context_tokens,
+        )
+        return AlignExample(mapping=mapping, prompt=prompt, completion=src.sid, sid=src.sid)
+
+    def reverse(mapping: Mapping, system: str, target: str) -> AlignExample:
+        return AlignExample(
+            mapping=mapping,
+            prompt=_chat(tokenizer, system, src.sid),
+            completion=target[: cfg.max_target_chars],
+            sid=src.sid,
+        )
+
+    first_query = src.queries[0] if src.queries else ""
+    return {
+        "query_sid": [
+            forward("query_sid", retriever_user_message(q)) for q in src.queries if q not in heldout
+        ],
+        "trajectory_sid": [
+            forward("trajectory_sid", evolver_user_message(first_query or "(unknown)", t))
+            for t in src.trajectories
+        ],
+        "experience_sid": [forward("experience_sid", f"Experience:\n{src.payload}")],
+        "sid_experience": [reverse("sid_experience", _EXPERIENCE_PROMPT, src.payload)],
+        "sid_description": [reverse("sid_description", _DESCRIBE_PROMPT, src.description)],
+    }
+
+
+def _repeat(items: Sequence[AlignExample], weight: float, rng: random.Random) -> list[AlignExample]:
+    whole, frac = int(weight), weight - int(weight)
+    out = []
+    for item in items:
+        out += [item] * (whole + (1 if rng.random() < frac else 0))
+    return out
+
+
+def alignment_data(
+    sources: Sequence[EntrySource], tokenizer: Any, config: AlignDataConfig | None = None
+) -> AlignData:
+    """The weighted, shuffled stage-1 mix and the held-out query pairs (seeded)."""
+    cfg = config or AlignDataConfig()
+    if not sources:
+        raise ValueError("the bank has no entries with a payload: nothing to align with")
+    rng = random.Random(cfg.seed)
+    pairs = [{"query": q, "reference_sid": s.sid} for s in sources for q in s.queries]
+    n_held = min(cfg.max_heldout, round(len(pairs) * cfg.heldout))
+    if cfg.heldout > 0 and len(pairs) >= 2:
+        n_held = max(1, min(n_held, len(pairs) - 1))
+    held = rng.sample(pairs, n_held) if n_held else []
+    held_queries = {p["query"] for p in held}
+    by_mapping: dict[Mapping, list[AlignExample]] = {m: [] for m in MAPPINGS}
+    for src in sources:
+        for mapping, items in _examples(src, tokenizer, cfg, held_queries).items():
+            by_mapping[mapping] += items
+    train: list[AlignExample] = []
+    counts: dict[str, int] = {}
+    for mapping in MAPPINGS:
+        mixed = _repeat(by_mapping[mapping], cfg.weights[mapping], rng)
+        counts[mapping] = len(mixed)
+        train += mixed
+    if not train:
+        raise ValueError(
+            f"no training examples: weights {cfg.weights} select only mappings this bank has no "
+            "data for (queries and trajectories come from entry metadata 'sources')"
+        )
+    rng.shuffle(train)
+    return AlignData(
+        train=train,
+        heldout=held,
+        trained_queries=[p for p in pairs if p["query"] not in held_queries],
+        counts=counts,
+        entries=len(sources),
+    )

@@ -1,0 +1,82 @@
+"""`genmem train align` end to end on the embedded model and a GSM8K seed bank; bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from genmem.cli import main
+from genmem.envs.seed_bank import SeedBankConfig, build_seed_bank, copy_bank_file
+from genmem.memory.sid import DEFAULT_SPEC
+
+# The eval and demo tests' seed bank: built once per cache, shared.
+_SEED = SeedBankConfig(distill="reference", size=300, fit_size=300)
+
+
+@pytest.fixture(scope="module")
+def bank_url(tmp_path_factory) -> str:
+    seed = build_seed_bank(_SEED, progress=False)
+    target = tmp_path_factory.mktemp("trainbank") / "bank.db"
+    copy_bank_file(Path(seed.dir) / "seed.db", target)
+    return f"sqlite:///{target}?bank={seed.bank_id}"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--config", "h100x64"], "use cpu, a100x8"),
+        (["--model", "/no/such/policy"], "policy directory"),
+        (["--weights", "query_sid=two"], "not a number"),
+        (["--weights", "querysid=1"], "NAME=VALUE"),
+        (["--weights", "query_sid=0,trajectory_sid=0,experience_sid=0,sid_experience=0,"
+          "sid_description=0"], "at least one"),
+    ],
+)  # fmt: skip
+def test_bad_input_exits_2_and_writes_nothing(bank_url, tmp_path, capsys, extra, message) -> None:
+    out = tmp_path / "out"
+    code = main(["train", "align", "--bank", bank_url, "--out", str(out), *extra])
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_align_two_steps_then_the_policy_loads_and_generates_sids(
+    bank_url, tmp_path, capsys
+) -> None:
+    out = tmp_path / "aligned"
+    code = main([
+        "train", "align", "--bank", bank_url, "--max-steps", "2", "--eval-size", "2",
+        "--out", str(out), "--json",
+    ])  # fmt: skip
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["steps"] == 2 and len(report["losses"]) == 2
+    assert all(math.isfinite(x) and x > 0 for x in report["losses"])
+    assert set(report["counts"]) == {
+        "query_sid", "trajectory_sid", "experience_sid", "sid_experience", "sid_description"
+    }  # fmt: skip
+    assert all(n > 0 for n in report["counts"].values())
+    for split in ("heldout", "trained"):
+        for when in ("before", "after"):
+            acc = report[when][split]
+            assert acc["n"] == 2 and acc["ks"] == [1, 5, 50]
+            assert all(0 <= v <= 1 for v in acc["prefix"]["50"])
+            # A longer beam never finds less.
+            assert acc["prefix"]["50"][0] >= acc["prefix"]["1"][0]
+    assert open(report["files"]["plot"], "rb").read(4) == b"\x89PNG"
+    info = json.loads((out / "genmem_policy.json").read_text())
+    assert info["sid_sizes"] == list(DEFAULT_SPEC.sizes) and info["notes"]["stage"] == "align"
+    assert json.loads((out / "run.json").read_text())["status"] == "done"
+
+    # The policy directory is a --model for every other command.
+    code = main([
+        "sid", "generate", "--bank", bank_url, "--model", f"local:{out}", "--beam", "3",
+        "--query", "A baker sells 12 muffins a day. How many in a week?", "--json",
+    ])  # fmt: skip
+    assert code == 0
+    sids = [c["sid"] for c in json.loads(capsys.readouterr().out)["candidates"]]
+    assert len(sids) == 3 and all(DEFAULT_SPEC.is_valid(s) for s in sids)
