@@ -54,9 +54,9 @@ def test_sid_agreement_counts_matching_levels() -> None:
         return sid_agreement_reward(text, REF, DEFAULT_SPEC)
 
     assert sid_agreement_reward(REF, REF, DEFAULT_SPEC) == 1.0
-    assert sid_agreement_reward("<SID_L1_3><SID_L2_5><SID_L3_0><SID_L4_0>") == 0.5
-    assert sid_agreement_reward("<SID_L1_0><SID_L2_5><SID_L3_0><SID_L4_7>") == 0.5
-    assert sid_agreement_reward("<SID_L1_0><SID_L2_0><SID_L3_0><SID_L4_0>") == 0.0
+    assert agree("<SID_L1_3><SID_L2_5><SID_L3_0><SID_L4_0>") == 0.5
+    assert agree("<SID_L1_0><SID_L2_5><SID_L3_0><SID_L4_7>") == 0.5
+    assert agree("<SID_L1_0><SID_L2_0><SID_L3_0><SID_L4_0>") == 0.0
     assert sid_agreement_reward(REF, None, DEFAULT_SPEC) is None
 
 
