@@ -25,13 +25,21 @@ def add_env_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="TextWorld set / option shuffle seed (0)")
 
 
-def add_dataset_arguments(p: argparse.ArgumentParser, *, default_split: str) -> None:
-    """``--dataset NAME [--split S] | --data FILE`` and the environment options."""
+def add_dataset_arguments(
+    p: argparse.ArgumentParser, *, default_split: str, default_dataset: str | None = None
+) -> None:
+    """``--dataset NAME [--split S] | --data FILE`` (one required unless a default dataset)."""
     from genmem.envs.benches import DATASETS
 
     names = ", ".join(f"{k} ({'/'.join(v)})" for k, v in DATASETS.items())
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--dataset", choices=tuple(DATASETS), help=f"a bundled dataset: {names}")
+    src = p.add_mutually_exclusive_group(required=default_dataset is None)
+    src.add_argument(
+        "--dataset",
+        choices=tuple(DATASETS),
+        default=default_dataset,
+        help=f"a bundled dataset: {names}"
+        + (f" (default {default_dataset})" if default_dataset else ""),
+    )
     src.add_argument("--data", help="a task file (JSONL, or CSV for GPQA)")
     p.add_argument("--split", default=default_split, help=f"split of --dataset ({default_split})")
     add_env_options(p)
@@ -67,13 +75,14 @@ def environment(args: argparse.Namespace) -> Any:
     from genmem.envs.benches import open_bench, open_data, open_dataset
 
     options = _options(args)
-    named = getattr(args, "bench", None) or getattr(args, "dataset", None)
+    dataset = None if getattr(args, "data", None) else getattr(args, "dataset", None)
+    named = getattr(args, "bench", None) or dataset
     if named and args.format:
         raise CLIError("--format describes --data; a named bench or dataset knows its format")
     if getattr(args, "bench", None):  # what a bench needs and lacks is an error (exit 1)
         return open_bench(args.bench, options)
     try:
-        if getattr(args, "dataset", None):
+        if dataset:
             return open_dataset(args.dataset, args.split, options)
         return open_data(args.data, args.format, options)
     except (FileNotFoundError, ValueError) as exc:  # a wrong name, split or file: usage

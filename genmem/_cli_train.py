@@ -28,7 +28,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``genmem train`` and its stages."""
-    p = sub.add_parser("train", help="SID alignment SFT (stage 1) of the memory policies")
+    p = sub.add_parser("train", help="train the memory policies: align (SFT), grpo (RL)")
     tsub = p.add_subparsers(dest="train_command", required=True, metavar="STAGE")
     a = tsub.add_parser(
         "align",
@@ -49,6 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     a.add_argument("--eval-size", type=positive_int, default=32, help="queries scored (32)")
     a.set_defaults(func=_align)
+    _register_grpo(tsub)
 
 
 def _weights(text: str | None) -> dict[str, float] | None:
@@ -121,4 +122,83 @@ def _align(args: argparse.Namespace) -> int:
         f"policy: {report.out} (use --model local:{report.out}); plot: {report.files['plot']}"
     )
     emit(report.model_dump(mode="json"), as_json=args.json, text="\n".join(lines))
+    return 0
+
+
+def _register_grpo(tsub: argparse._SubParsersAction) -> None:
+    from genmem._cli_tasks import add_dataset_arguments
+
+    g = tsub.add_parser(
+        "grpo",
+        help="stage 3: joint GRPO of MemRetriever and MemEvolver on rollouts through the graphs",
+        description=(
+            "TRL GRPOTrainer with a rollout function: the policy writes the SID turn, the graphs "
+            "do lookup, rewrite, StackPlanner with and without the support, and MemEvolver's "
+            "update on a scratch copy of the bank. Rewards (logged separately): format, SID "
+            "agreement, the LLM judge (retriever), r_faithful + r_loc + r_op (evolver), and the "
+            "contrastive outcome; process and outcome channels are normalised separately. Tasks "
+            "come from --dataset/--split (default gsm8k train) or --data."
+        ),
+    )
+    _common(g)
+    add_dataset_arguments(g, default_split="train", default_dataset="gsm8k")
+    g.add_argument("--limit", type=positive_int, default=4, help="training tasks (4)")
+    g.add_argument(
+        "--role",
+        choices=("joint", "retriever", "evolver"),
+        default="joint",
+        help="joint (both roles' prompts in one run, one policy; default) or one role",
+    )
+    g.add_argument(
+        "--planner-model",
+        default="local",
+        help="model spec of the rest of the graph: rewrite, StackPlanner, judge (local)",
+    )
+    g.add_argument(
+        "--constrained",
+        action="store_true",
+        help="sample the SID turn under the SID trie (always valid) instead of freely",
+    )
+    g.add_argument("--no-judge", action="store_true", help="skip the LLM judge (its parts: 0)")
+    g.add_argument("--max-planner-steps", type=positive_int, default=1, help="planner steps (1)")
+    g.add_argument(
+        "--max-new-tokens", type=positive_int, default=128, help="reply cap in the graph (128)"
+    )
+    g.set_defaults(func=_grpo)
+
+
+def _grpo(args: argparse.Namespace) -> int:
+    from genmem._cli_tasks import environment
+    from genmem.training.grpo import run_grpo
+    from genmem.training.rollouts import RolloutConfig
+
+    preset, _ = _setup(args)
+    env = environment(args)
+    roles = ("retriever", "evolver") if args.role == "joint" else (args.role,)
+    report = run_grpo(
+        args.bank,
+        env,
+        Path(args.out),
+        preset=preset,
+        model=args.model,
+        chat_model=args.planner_model,
+        roles=roles,
+        limit=args.limit,
+        max_steps=args.max_steps,
+        rollout=RolloutConfig(
+            constrained=args.constrained,
+            judge=not args.no_judge,
+            max_steps=args.max_planner_steps,
+            max_new_tokens=args.max_new_tokens,
+        ),
+        progress=not args.json,
+    )
+    means = {k: [round(v, 3) for v in vals] for k, vals in report.rewards.items()}
+    text = (
+        f"GRPO ({', '.join(report.roles)}) on {report.tasks} tasks: {report.steps} steps, "
+        f"{report.rollouts} rollouts in {report.seconds:.0f} s "
+        f"({report.steps_per_second:.3f} steps/s)\nrewards per step: {means}\n"
+        f"policy: {report.out} (use --model local:{report.out})"
+    )
+    emit(report.model_dump(mode="json"), as_json=args.json, text=text)
     return 0

@@ -47,6 +47,7 @@ __all__ = [
     "check_evolve_methods",
     "run_evolution",
     "summary_markdown",
+    "working_copy",
 ]
 
 EvolveMethod = Literal["sid", "greedy", "frozen", "tfidf", "dense", "none"]
@@ -188,7 +189,7 @@ def _split(tasks: list[Task], config: EvolveConfig, out: Path) -> tuple[list[Tas
     return probe, stream
 
 
-def _work_copy(bank_url: str, out: Path) -> str:
+def working_copy(bank_url: str, out: Path) -> str:
     """A working copy of the input bank in ``out/bank.db`` (made once); its URL."""
     from genmem.envs.seed_bank import copy_bank_file
     from genmem.memory.bank import import_bank
@@ -315,7 +316,7 @@ def run_evolution(
     (out / "config.json").write_text(config.model_dump_json(indent=2) + "\n", encoding="utf-8")
     open_bank(bank_url)  # a bad URL or bank fails here, before any work
     probe, stream = _split(env.tasks(None), config, out)
-    work_url = _work_copy(bank_url, out)
+    work_url = working_copy(bank_url, out)
     work = open_bank(work_url)
     runner = _Runner(env, config, chat or capped_chat_model(config.model, config.max_new_tokens))
     stream_path, probe_path = out / "stream.jsonl", out / "probes.jsonl"

@@ -49,7 +49,7 @@ ALPHA_PARTIAL = 0.2
 class JudgeVerdict(BaseModel):
     """The strategic-quality judge's structured verdict (0, 1 or 2)."""
 
-    reason: str = Field(description="One or two sentences: why this score.")
+    reason: str = Field(max_length=160, description="One sentence: why this score.")
     score: Literal[0, 1, 2] = Field(
         description="0 = no help or misleading, 1 = partly, 2 = useful."
     )

@@ -8,7 +8,7 @@ import pytest
 
 from genmem.cli import main
 from genmem.envs.base import Task
-from genmem.envs.evolution import EvolveConfig, _split, _work_copy, check_evolve_methods
+from genmem.envs.evolution import EvolveConfig, _split, check_evolve_methods, working_copy
 from genmem.memory.location import open_bank
 from tests.graph._banks import one_entry_bank
 
@@ -49,12 +49,12 @@ def test_work_copy_leaves_the_input_bank_alone(tmp_path) -> None:
     url = one_entry_bank(src, "keep me")
     out = tmp_path / "run"
     out.mkdir()
-    work_url = _work_copy(url, out)
+    work_url = working_copy(url, out)
     work = open_bank(work_url)
     work.revise(work.entries()[0].sid, "changed")
     assert open_bank(url).entries()[0].payload == "keep me"
     assert (
-        _work_copy(url, out) == work_url and open_bank(work_url).entries()[0].payload == "changed"
+        working_copy(url, out) == work_url and open_bank(work_url).entries()[0].payload == "changed"
     )
 
 

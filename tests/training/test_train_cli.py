@@ -78,5 +78,5 @@ def test_align_two_steps_then_the_policy_loads_and_generates_sids(
         "--query", "A baker sells 12 muffins a day. How many in a week?", "--json",
     ])  # fmt: skip
     assert code == 0
-    sids = [c["sid"] for c in json.loads(capsys.readouterr().out)["candidates"]]
+    sids = [c["sid"] for c in json.loads(capsys.readouterr().out)]
     assert len(sids) == 3 and all(DEFAULT_SPEC.is_valid(s) for s in sids)

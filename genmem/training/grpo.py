@@ -1,0 +1,150 @@
+"""Stage 3, joint GRPO of MemRetriever and MemEvolver on rollouts that run through the graphs.
+
+``run_grpo`` trains one policy with TRL's ``GRPOTrainer`` and a ``rollout_func``
+(:class:`~genmem.training.rollouts.GraphRollouts`). ``roles=("retriever", "evolver")`` (joint,
+the default) mixes both roles' prompts in one dataset, so every step updates the shared policy
+on groups of either role; one role trains that role alone (the paper's two separate policies
+are two such runs). Rewards: the parts of :mod:`genmem.training.rewards` as separate reward
+functions (logged by TRL, weight 0) and the process and outcome channels (weight 1), normalised
+per channel as :mod:`genmem.training.advantages` explains. KL to the reference policy (the
+starting weights) with ``beta`` from the preset.
+
+The bank is copied to ``OUT/bank.db`` first: lookups read the copy, and every MemEvolver
+rollout writes to its own scratch copy of it, so the input bank is never written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from genmem.envs.base import Environment
+from genmem.training.config import TrainPreset, grpo_args
+from genmem.training.policy_io import TrainingRun, load_trainable, write_policy
+from genmem.training.rollouts import GraphRollouts, Role, RolloutConfig, reward_functions
+
+__all__ = ["GRPOReport", "run_grpo"]
+
+
+class GRPOReport(BaseModel):
+    """What a GRPO run did and measured."""
+
+    out: str
+    preset: str
+    roles: list[str]
+    tasks: int
+    steps: int
+    seconds: float
+    steps_per_second: float
+    rollouts: int
+    rewards: dict[str, list[float]] = Field(description="Logged mean per reward, per step.")
+    advantages: list[list[float]] = Field(description="TRL's advantages per step.")
+    files: dict[str, str]
+
+
+def _logged(history: list[dict[str, Any]], key: str) -> list[float]:
+    """One logged value per step (NaN where the step had none, e.g. another role's part)."""
+    return [float("nan") if h[key] is None else float(h[key]) for h in history if key in h]
+
+
+def _reference_sids(bank: Any) -> dict[str, str]:
+    """Query text -> SID of the entry it came from (from the entries' provenance)."""
+    from genmem.training.align_data import entry_sources
+
+    return {q: s.sid for s in entry_sources(bank) for q in s.queries}
+
+
+def run_grpo(
+    bank_url: str,
+    env: Environment,
+    out: Path,
+    *,
+    preset: TrainPreset,
+    model: str | None = None,
+    chat_model: str = "local",
+    roles: Sequence[Role] = ("retriever", "evolver"),
+    limit: int = 4,
+    max_steps: int | None = None,
+    rollout: RolloutConfig | None = None,
+    progress: bool = True,
+) -> GRPOReport:
+    """GRPO on ``env``'s first ``limit`` tasks with ``bank_url``; the policy goes to ``out``."""
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from genmem.envs.evolution import working_copy
+    from genmem.memory.location import open_bank
+    from genmem.policies.backends import capped_chat_model
+    from genmem.policies.local import save_policy
+
+    run = TrainingRun.start(out, "grpo", preset)
+    work_url = working_copy(bank_url, out)
+    bank = open_bank(work_url)
+    policy = load_trainable(model, bank)
+    # TRL builds the KL reference from config._name_or_path: point it at the starting weights.
+    start = save_policy(policy, out / "start")
+    policy.model.config._name_or_path = str(start)
+
+    cfg = rollout or RolloutConfig()
+    rollouts = GraphRollouts(env, work_url, capped_chat_model(chat_model, cfg.max_new_tokens), cfg)
+    by_query = _reference_sids(bank)
+    tasks = env.tasks(limit)
+    refs = {t.id: by_query[t.query] for t in tasks if t.query in by_query}
+    rows = rollouts.add_tasks(tasks, list(roles), refs, policy.tokenizer, progress=progress)
+    funcs, weights = reward_functions(roles)
+    args = grpo_args(preset, out / "trainer", max_steps)
+    args.reward_weights = weights
+    args.disable_tqdm = not progress
+    with contextlib.redirect_stdout(sys.stderr):
+        trainer = GRPOTrainer(
+            model=policy.model,
+            reward_funcs=funcs,
+            args=args,
+            train_dataset=Dataset.from_list(rows),
+            processing_class=policy.tokenizer,
+            rollout_func=rollouts,
+        )
+    advantages: list[list[float]] = []
+    score = trainer._generate_and_score_completions
+
+    def recorded(inputs: Any) -> Any:
+        batch = score(inputs)
+        advantages.append([float(a) for a in batch["advantages"].reshape(-1).tolist()])
+        return batch
+
+    trainer._generate_and_score_completions = recorded
+    started = time.perf_counter()
+    with contextlib.redirect_stdout(sys.stderr):  # the Trainer prints its logs; keep --json clean
+        trainer.train()
+    seconds = time.perf_counter() - started
+    steps = int(trainer.state.global_step)
+    names = [f.__name__ for f in funcs]
+    rewards = {n: _logged(trainer.state.log_history, f"rewards/{n}/mean") for n in names}
+    log_path = out / "rollouts.jsonl"
+    log_path.write_text("".join(json.dumps(r) + "\n" for r in rollouts.log), encoding="utf-8")
+    shutil.rmtree(start, ignore_errors=True)  # the reference's weights: only needed to start
+    files = write_policy(policy, out, run, notes={"stage": "grpo", "roles": list(roles)})
+    files["rollouts"] = str(log_path)
+    report = GRPOReport(
+        out=str(out),
+        preset=preset.name,
+        roles=list(roles),
+        tasks=len(tasks),
+        steps=steps,
+        seconds=round(seconds, 2),
+        steps_per_second=round(steps / seconds, 4) if seconds > 0 else 0.0,
+        rollouts=len(rollouts.log),
+        rewards=rewards,
+        advantages=advantages,
+        files=files,
+    )
+    run.finish(report.model_dump(mode="json"))
+    return report
