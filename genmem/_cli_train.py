@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from genmem._cli_common import CLIError, emit, positive_int
+from genmem._cli_tasks import first_error
 
 __all__ = ["register"]
 
@@ -48,6 +49,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="lambda per mapping, e.g. query_sid=2,sid_description=0.5 (default: all 1)",
     )
     a.add_argument("--eval-size", type=positive_int, default=32, help="queries scored (32)")
+    a.add_argument(
+        "--max-context-tokens",
+        type=positive_int,
+        default=512,
+        help="forward contexts keep their last N tokens (512)",
+    )
+    a.add_argument(
+        "--max-target-chars", type=positive_int, default=1200, help="reverse-target cap (1200)"
+    )
     a.set_defaults(func=_align)
     _register_grpo(tsub)
 
@@ -98,9 +108,14 @@ def _align(args: argparse.Namespace) -> int:
     weights = _weights(args.weights)
     preset, bank = _setup(args)
     try:
-        data = AlignDataConfig(seed=preset.seed, **({"weights": weights} if weights else {}))
+        data = AlignDataConfig(
+            seed=preset.seed,
+            max_context_tokens=args.max_context_tokens,
+            max_target_chars=args.max_target_chars,
+            **({"weights": weights} if weights else {}),
+        )
     except ValidationError as exc:
-        raise CLIError(f"--weights: {exc.errors()[0]['msg']}") from None
+        raise CLIError(first_error(exc)) from None
     report = run_align(
         bank,
         Path(args.out),

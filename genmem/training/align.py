@@ -46,9 +46,15 @@ class AlignReport(BaseModel):
     files: dict[str, str]
 
 
-def _score(policy: Any, spec: Any, pairs: dict[str, list[dict[str, str]]], ks: list[int]) -> dict:
+def _score(
+    policy: Any, spec: Any, pairs: dict[str, list[dict[str, str]]], ks: list[int], progress: bool
+) -> dict[str, PrefixAccuracy]:
     policy.model.eval()
-    return {name: prefix_accuracy(policy, spec, p, ks) for name, p in pairs.items() if p}
+    return {
+        name: prefix_accuracy(policy, spec, p, ks, progress=progress, desc=f"accuracy ({name})")
+        for name, p in pairs.items()
+        if p
+    }
 
 
 def run_align(
@@ -76,7 +82,7 @@ def run_align(
     )
     eval_pairs = {"heldout": mix.heldout[:max_eval], "trained": mix.trained_queries[:max_eval]}
     ks = sorted(set(eval_ks))
-    before = _score(policy, bank.spec, eval_pairs, ks)
+    before = _score(policy, bank.spec, eval_pairs, ks, progress)
     dataset = Dataset.from_list(
         [{"prompt": x.prompt, "completion": x.completion} for x in mix.train]
     )
@@ -89,7 +95,7 @@ def run_align(
     with contextlib.redirect_stdout(sys.stderr):  # the Trainer prints its logs; keep --json clean
         result = trainer.train()
     seconds = time.perf_counter() - started
-    after = _score(policy, bank.spec, eval_pairs, ks)
+    after = _score(policy, bank.spec, eval_pairs, ks, progress)
     losses = [float(h["loss"]) for h in trainer.state.log_history if "loss" in h]
     steps = int(trainer.state.global_step)
     files = write_policy(policy, out, run, notes={"stage": "align", "counts": mix.counts})

@@ -74,14 +74,21 @@ def prefix_accuracy(
     spec: SIDSpec,
     pairs: Sequence[Mapping[str, str]],
     ks: Sequence[int] = (1, 5, 50),
+    *,
+    progress: bool = False,
+    desc: str = "SID prefix accuracy",
 ) -> PrefixAccuracy:
     """Beam-decode each pair's query (as MemRetriever phrases it) and score the beams."""
+    from tqdm.auto import tqdm
+
     from genmem.policies.sid_decoding import SIDDecodingConfig, TransformersSIDGenerator
 
     generator = TransformersSIDGenerator(policy, spec, config=SIDDecodingConfig(allowed="all"))
     contexts = [retriever_user_message(p["query"]) for p in pairs]
     k = min(max(ks), spec.capacity)
-    decoded = generator.generate_batch(contexts, k=k)
+    decoded = []
+    for i in tqdm(range(0, len(contexts), 8), desc=desc, unit="batch", disable=not progress):
+        decoded += generator.generate_batch(contexts[i : i + 8], k=k)
     beams = [[spec.parse(c.sid).codes for c in cands] for cands in decoded]
     references = [spec.parse(p["reference_sid"]).codes for p in pairs]
     return score_beams(beams, references, ks)

@@ -48,13 +48,16 @@ def test_align_two_steps_then_the_policy_loads_and_generates_sids(
     bank_url, tmp_path, capsys
 ) -> None:
     out = tmp_path / "aligned"
+    preset = tmp_path / "tiny.yaml"  # a preset file over the cpu preset: small, short batches
+    preset.write_text("base: cpu\nper_device_train_batch_size: 2\nmax_length: 256\n")
     code = main([
-        "train", "align", "--bank", bank_url, "--max-steps", "2", "--eval-size", "2",
+        "train", "align", "--bank", bank_url, "--config", str(preset), "--max-steps", "2",
+        "--eval-size", "2", "--max-context-tokens", "128", "--max-target-chars", "300",
         "--out", str(out), "--json",
     ])  # fmt: skip
     assert code == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["steps"] == 2 and len(report["losses"]) == 2
+    assert report["steps"] == 2 and len(report["losses"]) == 2 and report["preset"] == "tiny"
     assert all(math.isfinite(x) and x > 0 for x in report["losses"])
     assert set(report["counts"]) == {
         "query_sid", "trajectory_sid", "experience_sid", "sid_experience", "sid_description"
