@@ -4,6 +4,7 @@ backend."""
 from __future__ import annotations
 
 import os
+import pathlib
 from collections.abc import Iterator
 
 import pytest
@@ -127,3 +128,14 @@ def store(request, tmp_path) -> Iterator[BankStore]:
 def bank(store: BankStore) -> Bank:
     """An empty default-spec bank in a fresh store of each backend."""
     return store.create_bank("default", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
+
+
+@pytest.fixture(scope="module")
+def seed_bank_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A private copy of the demo's GSM8K reference seed bank (300 problems, built once)."""
+    from genmem.envs.seed_bank import SeedBankConfig, build_seed_bank, copy_bank_file
+
+    seed = build_seed_bank(SeedBankConfig(distill="reference", size=300, fit_size=300))
+    target = tmp_path_factory.mktemp("seedbank") / "bank.db"
+    copy_bank_file(pathlib.Path(seed.dir) / "seed.db", target)
+    return f"sqlite:///{target}?bank={seed.bank_id}"

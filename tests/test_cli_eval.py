@@ -8,20 +8,9 @@ from pathlib import Path
 import pytest
 
 from genmem.cli import main
-from genmem.envs.seed_bank import SeedBankConfig, build_seed_bank, copy_bank_file, seed_pairs
+from genmem.envs.seed_bank import seed_pairs
 from genmem.memory.location import open_bank
 from genmem.memory.sid import DEFAULT_SPEC
-
-# The demo test's seed bank: built once per cache, shared.
-_SEED = SeedBankConfig(distill="reference", size=300, fit_size=300)
-
-
-@pytest.fixture(scope="module")
-def bank_url(tmp_path_factory) -> str:
-    seed = build_seed_bank(_SEED, progress=False)
-    target = tmp_path_factory.mktemp("evalbank") / "bank.db"
-    copy_bank_file(Path(seed.dir) / "seed.db", target)
-    return f"sqlite:///{target}?bank={seed.bank_id}"
 
 
 def _json(capsys) -> dict:
@@ -64,10 +53,10 @@ def test_a_file_of_unknown_format_is_named(tmp_path: Path, capsys) -> None:
     assert "bad.jsonl:2" in capsys.readouterr().err
 
 
-def test_pairs_refuse_none_and_bad_sids(tmp_path: Path, bank_url: str, capsys) -> None:
+def test_pairs_refuse_none_and_bad_sids(tmp_path: Path, seed_bank_url: str, capsys) -> None:
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text('{"query": "q", "reference_sid": "<SID_L1_99>"}\n')
-    args = ["eval", "--pairs", str(pairs), "--bank", bank_url, "--out", str(tmp_path / "o")]
+    args = ["eval", "--pairs", str(pairs), "--bank", seed_bank_url, "--out", str(tmp_path / "o")]
     assert main([*args, "--methods", "none,sid"]) == 2
     assert "'none' has no addresses" in capsys.readouterr().err
     assert main([*args, "--methods", "tfidf"]) == 2
@@ -76,14 +65,14 @@ def test_pairs_refuse_none_and_bad_sids(tmp_path: Path, bank_url: str, capsys) -
 
 @pytest.mark.slow
 def test_retrieval_only_scores_the_baselines_on_seed_pairs(
-    tmp_path: Path, bank_url: str, capsys
+    tmp_path: Path, seed_bank_url: str, capsys
 ) -> None:
-    pairs = seed_pairs(open_bank(bank_url), limit=20)
+    pairs = seed_pairs(open_bank(seed_bank_url), limit=20)
     assert len(pairs) == 20
     path = tmp_path / "pairs.jsonl"
     path.write_text("".join(json.dumps(p) + "\n" for p in pairs))
     out = tmp_path / "retrieval"
-    args = ["eval", "--pairs", str(path), "--bank", bank_url, "--methods", "tfidf,dense"]
+    args = ["eval", "--pairs", str(path), "--bank", seed_bank_url, "--methods", "tfidf,dense"]
     assert main([*args, "--candidates", "10", "--out", str(out), "--json"]) == 0
     result = _json(capsys)
     assert result["n"] == 20 and result["k"] == 10 and result["reranked"]
@@ -105,11 +94,11 @@ def test_retrieval_only_scores_the_baselines_on_seed_pairs(
     ("bench", "metrics"), [("hotpotqa-distractor", ("f1", "em")), ("gsm8k-test", ("accuracy",))]
 )
 def test_every_method_end_to_end_on_the_default_model(
-    tmp_path: Path, bank_url: str, capsys, bench: str, metrics: tuple[str, ...]
+    tmp_path: Path, seed_bank_url: str, capsys, bench: str, metrics: tuple[str, ...]
 ) -> None:
     out = tmp_path / bench
-    events = open_bank(bank_url).stats().events
-    args = ["eval", "--bench", bench, "--limit", "3", "--bank", bank_url, "--out", str(out)]
+    events = open_bank(seed_bank_url).stats().events
+    args = ["eval", "--bench", bench, "--limit", "3", "--bank", seed_bank_url, "--out", str(out)]
     # The smallest budgets that still run every node: one coordinator step, short replies.
     args += ["--max-steps", "1", "--max-new-tokens", "32", "--candidates", "2", "--memory-k", "2"]
     args.append("--json")
@@ -118,7 +107,7 @@ def test_every_method_end_to_end_on_the_default_model(
     assert [s["method"] for s in result["summaries"]] == ["none", "tfidf", "dense", "sid"]
     records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
     assert len(records) == 12 and all(r["error"] is None for r in records), records
-    assert open_bank(bank_url).stats().events == events  # read_only: the bank is untouched
+    assert open_bank(seed_bank_url).stats().events == events  # read_only: the bank is untouched
     for r in records:
         assert 0.0 <= r["score"] <= 1.0 and set(r["metrics"]) == set(metrics)
         if r["method"] == "none":

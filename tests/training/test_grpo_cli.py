@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from genmem.cli import main
-from genmem.envs.seed_bank import SeedBankConfig, build_seed_bank, copy_bank_file
 from genmem.memory.location import open_bank
 from genmem.memory.sid import DEFAULT_SPEC
 from genmem.training.advantages import channel_advantages
-
-_SEED = SeedBankConfig(distill="reference", size=300, fit_size=300)  # shared with eval tests
-
-
-@pytest.fixture(scope="module")
-def bank_url(tmp_path_factory) -> str:
-    seed = build_seed_bank(_SEED, progress=False)
-    target = tmp_path_factory.mktemp("grpobank") / "bank.db"
-    copy_bank_file(Path(seed.dir) / "seed.db", target)
-    return f"sqlite:///{target}?bank={seed.bank_id}"
 
 
 @pytest.mark.parametrize(
@@ -34,19 +22,19 @@ def bank_url(tmp_path_factory) -> str:
         (["--format", "qa"], "--format describes --data"),
     ],
 )
-def test_bad_input_exits_2(bank_url, tmp_path, capsys, extra, message) -> None:
+def test_bad_input_exits_2(seed_bank_url, tmp_path, capsys, extra, message) -> None:
     out = tmp_path / "out"
-    assert main(["train", "grpo", "--bank", bank_url, "--out", str(out), *extra]) == 2
+    assert main(["train", "grpo", "--bank", seed_bank_url, "--out", str(out), *extra]) == 2
     assert message in capsys.readouterr().err
     assert not out.exists()
 
 
 @pytest.mark.slow
-def test_joint_grpo_two_steps_through_the_graph(bank_url, tmp_path, capsys) -> None:
-    events_before = [e.model_dump() for e in open_bank(bank_url).events()]
+def test_joint_grpo_two_steps_through_the_graph(seed_bank_url, tmp_path, capsys) -> None:
+    events_before = [e.model_dump() for e in open_bank(seed_bank_url).events()]
     out = tmp_path / "grpo"
     code = main([
-        "train", "grpo", "--bank", bank_url, "--limit", "1", "--max-steps", "2",
+        "train", "grpo", "--bank", seed_bank_url, "--limit", "1", "--max-steps", "2",
         "--constrained", "--max-new-tokens", "16", "--out", str(out), "--json",
     ])  # fmt: skip
     assert code == 0
@@ -80,10 +68,10 @@ def test_joint_grpo_two_steps_through_the_graph(bank_url, tmp_path, capsys) -> N
         )
         assert np.allclose(adv, expected, atol=1e-3)
     # The input bank was never written; the policy loads back and still writes valid SIDs.
-    assert [e.model_dump() for e in open_bank(bank_url).events()] == events_before
+    assert [e.model_dump() for e in open_bank(seed_bank_url).events()] == events_before
     assert not (out / "start").exists()
     code = main([
-        "sid", "generate", "--bank", bank_url, "--model", f"local:{out}", "--beam", "2",
+        "sid", "generate", "--bank", seed_bank_url, "--model", f"local:{out}", "--beam", "2",
         "--query", "Tom has 3 apples and buys 4 more. How many now?", "--json",
     ])  # fmt: skip
     assert code == 0

@@ -4,24 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
 from genmem.cli import main
-from genmem.envs.seed_bank import SeedBankConfig, build_seed_bank, copy_bank_file
 from genmem.memory.sid import DEFAULT_SPEC
-
-# The eval and demo tests' seed bank: built once per cache, shared.
-_SEED = SeedBankConfig(distill="reference", size=300, fit_size=300)
-
-
-@pytest.fixture(scope="module")
-def bank_url(tmp_path_factory) -> str:
-    seed = build_seed_bank(_SEED, progress=False)
-    target = tmp_path_factory.mktemp("trainbank") / "bank.db"
-    copy_bank_file(Path(seed.dir) / "seed.db", target)
-    return f"sqlite:///{target}?bank={seed.bank_id}"
 
 
 @pytest.mark.parametrize(
@@ -35,9 +22,11 @@ def bank_url(tmp_path_factory) -> str:
           "sid_description=0"], "at least one"),
     ],
 )  # fmt: skip
-def test_bad_input_exits_2_and_writes_nothing(bank_url, tmp_path, capsys, extra, message) -> None:
+def test_bad_input_exits_2_and_writes_nothing(
+    seed_bank_url, tmp_path, capsys, extra, message
+) -> None:
     out = tmp_path / "out"
-    code = main(["train", "align", "--bank", bank_url, "--out", str(out), *extra])
+    code = main(["train", "align", "--bank", seed_bank_url, "--out", str(out), *extra])
     assert code == 2
     assert message in capsys.readouterr().err
     assert not out.exists()
@@ -45,13 +34,13 @@ def test_bad_input_exits_2_and_writes_nothing(bank_url, tmp_path, capsys, extra,
 
 @pytest.mark.slow
 def test_align_two_steps_then_the_policy_loads_and_generates_sids(
-    bank_url, tmp_path, capsys
+    seed_bank_url, tmp_path, capsys
 ) -> None:
     out = tmp_path / "aligned"
     preset = tmp_path / "tiny.yaml"  # a preset file over the cpu preset: small, short batches
     preset.write_text("base: cpu\nper_device_train_batch_size: 2\nmax_length: 256\n")
     code = main([
-        "train", "align", "--bank", bank_url, "--config", str(preset), "--max-steps", "2",
+        "train", "align", "--bank", seed_bank_url, "--config", str(preset), "--max-steps", "2",
         "--eval-size", "2", "--max-context-tokens", "128", "--max-target-chars", "300",
         "--out", str(out), "--json",
     ])  # fmt: skip
@@ -77,7 +66,7 @@ def test_align_two_steps_then_the_policy_loads_and_generates_sids(
 
     # The policy directory is a --model for every other command.
     code = main([
-        "sid", "generate", "--bank", bank_url, "--model", f"local:{out}", "--beam", "3",
+        "sid", "generate", "--bank", seed_bank_url, "--model", f"local:{out}", "--beam", "3",
         "--query", "A baker sells 12 muffins a day. How many in a week?", "--json",
     ])  # fmt: skip
     assert code == 0
