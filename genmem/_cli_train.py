@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from genmem._cli_common import CLIError, emit, positive_int
+from genmem._cli_common import CLIError, emit, fail, positive_int
 from genmem._cli_tasks import first_error
 
 __all__ = ["register"]
@@ -29,7 +29,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``genmem train`` and its stages."""
-    p = sub.add_parser("train", help="train the memory policies: align (SFT), grpo (RL)")
+    p = sub.add_parser("train", help="train the memory policies: align and mid (SFT), grpo (RL)")
     tsub = p.add_subparsers(dest="train_command", required=True, metavar="STAGE")
     a = tsub.add_parser(
         "align",
@@ -59,6 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--max-target-chars", type=positive_int, default=1200, help="reverse-target cap (1200)"
     )
     a.set_defaults(func=_align)
+    _register_mid(tsub)
     _register_grpo(tsub)
 
 
@@ -213,6 +214,69 @@ def _grpo(args: argparse.Namespace) -> int:
         f"GRPO ({', '.join(report.roles)}) on {report.tasks} tasks: {report.steps} steps, "
         f"{report.rollouts} rollouts in {report.seconds:.0f} s "
         f"({report.steps_per_second:.3f} steps/s)\nrewards per step: {means}\n"
+        f"policy: {report.out} (use --model local:{report.out})"
+    )
+    emit(report.model_dump(mode="json"), as_json=args.json, text=text)
+    return 0
+
+
+def _register_mid(tsub: argparse._SubParsersAction) -> None:
+    from genmem._cli_tasks import add_dataset_arguments
+
+    m = tsub.add_parser(
+        "mid",
+        help="stage 2: SFT on graph traces (teacher text turns, policy SIDs) kept by rejection",
+        description=(
+            "Runs the MemRetriever (lookup, rewrite, StackPlanner) or MemEvolver (lookup, "
+            "decision on a scratch bank copy) graph on training tasks with --teacher for the "
+            "text turns and the --model policy for the SID turns; keeps traces that are well "
+            "formed and, with --keep correct (default), task-correct; fine-tunes the policy on "
+            "their SID and text turns. Writes traces.jsonl and the policy into --out."
+        ),
+    )
+    _common(m)
+    add_dataset_arguments(m, default_split="train", default_dataset="gsm8k")
+    m.add_argument("--role", choices=("retriever", "evolver"), default="retriever")
+    m.add_argument("--teacher", default="local", help="model spec of the text turns (local)")
+    m.add_argument(
+        "--keep",
+        choices=("correct", "valid"),
+        default="correct",
+        help="rejection rule: well formed and task-correct (default), or well formed only",
+    )
+    m.add_argument("--limit", type=positive_int, default=8, help="training tasks (8)")
+    m.add_argument(
+        "--max-new-tokens", type=positive_int, default=128, help="teacher reply cap (128)"
+    )
+    m.set_defaults(func=_mid)
+
+
+def _mid(args: argparse.Namespace) -> int:
+    from genmem._cli_tasks import environment
+    from genmem.training.mid import run_mid
+
+    preset, _ = _setup(args)
+    env = environment(args)
+    try:
+        report = run_mid(
+            args.bank,
+            env,
+            Path(args.out),
+            preset=preset,
+            role=args.role,
+            model=args.model,
+            teacher=args.teacher,
+            keep=args.keep,
+            limit=args.limit,
+            max_new_tokens=args.max_new_tokens,
+            max_steps=args.max_steps,
+            progress=not args.json,
+        )
+    except ValueError as exc:  # nothing survived rejection sampling: say so, exit 1
+        return fail(str(exc), 1)
+    text = (
+        f"{report.role} traces: {report.kept} of {report.traces} kept ({report.keep}), "
+        f"{report.examples} examples, {report.steps} steps in {report.seconds:.0f} s\n"
         f"policy: {report.out} (use --model local:{report.out})"
     )
     emit(report.model_dump(mode="json"), as_json=args.json, text=text)

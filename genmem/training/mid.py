@@ -1,0 +1,259 @@
+"""Stage 2, memory-operation mid-training: SFT on graph traces kept by rejection sampling.
+
+For each training task the graphs run with a *teacher* chat model (any backend spec, e.g. a
+vLLM-served larger model) for the text turns, and the student policy (the stage-1 checkpoint)
+for the SID turns, whose constrained decoder keeps every address valid:
+
+- MemRetriever: address -> ``memory_lookup`` -> rewrite; StackPlanner then solves the task with
+  the rewritten support and the scorer says whether the answer is right;
+- MemEvolver: address -> ``memory_lookup`` -> decision (op, payload) on a scratch copy of the
+  bank, from the trajectory and outcome of that run.
+
+Every trace is written to ``traces.jsonl``. Rejection sampling keeps a retriever trace when it
+is well formed (a valid SID, something retrieved, a non-empty rewrite) and, with
+``keep="correct"`` (the paper's rule), the supported answer was right; an evolver trace when its
+decision was applied and, with ``keep="correct"``, the run it distils succeeded. Each kept trace
+gives SFT examples of the role's turns, rendered exactly as the policy sees them at inference:
+the SID turn (addressing prompt -> SID) and the text turn (the conversation up to it -> the
+teacher's reply: the rewrite, or the decision call). One role per run: the paper trains the two
+policies separately.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from tqdm.auto import tqdm
+
+from genmem.envs.base import Environment, Task
+from genmem.policies.prompts import NO_MEMORY_ANSWER, evolver_user_message, retriever_user_message
+from genmem.policies.sid_decoding import ADDRESS_PROMPT, address_prompt
+from genmem.training.config import TrainPreset, sft_args
+from genmem.training.policy_io import TrainingRun, load_trainable, write_policy
+from genmem.training.rollouts import Role
+
+__all__ = ["Keep", "MidReport", "TraceExample", "run_mid", "trace_examples"]
+
+Keep = Literal["correct", "valid"]
+
+
+class TraceExample(BaseModel):
+    """One SFT example cut from a trace."""
+
+    turn: Literal["sid", "text"]
+    prompt: str
+    completion: str
+
+
+class MidReport(BaseModel):
+    """What a mid-training run collected, kept and trained."""
+
+    out: str
+    role: str
+    keep: str
+    tasks: int
+    traces: int
+    kept: int
+    examples: int
+    steps: int
+    seconds: float
+    losses: list[float]
+    files: dict[str, str]
+
+
+def trace_examples(
+    tokenizer: Any, context: str, sid: str, messages: Sequence[Any], tools: Any
+) -> list[TraceExample]:
+    """The SID turn and the final text turn of a trace, as the policy sees them."""
+    from genmem.policies.chat_local import to_chat_messages
+
+    sid_prompt = address_prompt(tokenizer, context, system_prompt=ADDRESS_PROMPT)
+    history = to_chat_messages(list(messages[:-1]), tools)
+    reply = to_chat_messages([messages[-1]])[0]["content"]
+    text_prompt = tokenizer.apply_chat_template(history, add_generation_prompt=True, tokenize=False)
+    return [
+        TraceExample(turn="sid", prompt=sid_prompt, completion=sid),
+        TraceExample(turn="text", prompt=text_prompt, completion=reply),
+    ]
+
+
+class _Collector:
+    """Runs the graphs for one role with the teacher's text turns and the student's SIDs."""
+
+    def __init__(self, env: Environment, bank_url: str, teacher: Any, student: Any, out: Path):
+        from genmem.graph.evolver import build_evolver_graph
+        from genmem.graph.retriever import build_retriever_graph
+        from genmem.graph.stack import StackBudget
+        from genmem.graph.stackplanner import StackPlannerConfig, build_stackplanner_graph
+        from genmem.memory.location import open_bank
+        from genmem.policies.sid_decoding import TransformersSIDGenerator
+
+        self.env, self.bank_url, self.out = env, bank_url, out
+        self.bank = open_bank(bank_url)
+        addresser = TransformersSIDGenerator(student, self.bank.spec)
+        tools = env.tools()
+        self.retriever = build_retriever_graph(teacher, sid_generator=addresser).compile()
+        self.evolver = build_evolver_graph(teacher, sid_generator=addresser).compile()
+        self.planner = build_stackplanner_graph(
+            teacher,
+            solver_tools=tools.solver,
+            research_tools=tools.research,
+            interactor_tools=tools.interactor,
+            config=StackPlannerConfig(budget=StackBudget(max_steps=1)),
+        ).compile()
+
+    def solve(self, task: Task, support: str | None) -> tuple[bool, Any]:
+        self.env.start(task)
+        try:
+            out = self.planner.invoke({"query": task.query, "support": support})
+            ok = bool(self.env.score(task, out.get("answer")).success)
+        finally:
+            self.env.finish(task)
+        return ok, out.get("trajectory") or ""
+
+    def retriever_trace(self, task: Task) -> dict[str, Any]:
+        state = self.retriever.invoke(
+            {"query": task.query}, context={"bank_url": self.bank_url, "memory_k": 3}
+        )
+        support = state.get("support") or ""
+        valid = (
+            bool(state.get("sid"))
+            and bool(state.get("retrieved"))
+            and (support.strip() not in ("", NO_MEMORY_ANSWER))
+        )
+        correct = self.solve(task, support)[0] if valid else False
+        return {
+            "context": retriever_user_message(task.query),
+            "sid": state.get("sid"),
+            "messages": state.get("messages", []),
+            "tools": (),
+            "valid": valid,
+            "correct": correct,
+            "support": support,
+        }
+
+    def evolver_trace(self, task: Task) -> dict[str, Any]:
+        from langchain_core.utils.function_calling import convert_to_openai_tool
+
+        from genmem.envs.seed_bank import copy_bank_file
+        from genmem.graph.trajectory import render_trajectory
+        from genmem.memory.location import parse_bank_url
+        from genmem.policies.prompts import EvolverDecision
+
+        ok, trajectory = self.solve(task, None)
+        outcome = "success" if ok else "failure"
+        loc = parse_bank_url(self.bank_url)
+        scratch = self.out / "scratch.db"
+        copy_bank_file(Path(loc.location), scratch)
+        try:
+            state = self.evolver.invoke(
+                {"query": task.query, "trajectory": trajectory, "outcome": outcome},
+                context={"bank_url": f"sqlite:///{scratch}?bank={loc.bank_id}", "memory_k": 3},
+            )
+        finally:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{scratch}{suffix}").unlink(missing_ok=True)
+        applied = bool(state.get("update"))
+        return {
+            "context": evolver_user_message(task.query, render_trajectory(trajectory), outcome),
+            "sid": state.get("sid"),
+            "messages": state.get("messages", []),
+            "tools": [convert_to_openai_tool(EvolverDecision)],
+            "valid": applied and bool(state.get("sid")),
+            "correct": applied and ok,
+            "decision": state.get("decision"),
+        }
+
+
+def run_mid(
+    bank_url: str,
+    env: Environment,
+    out: Path,
+    *,
+    preset: TrainPreset,
+    role: Role = "retriever",
+    model: str | None = None,
+    teacher: str = "local",
+    keep: Keep = "correct",
+    limit: int = 8,
+    max_new_tokens: int = 128,
+    max_steps: int | None = None,
+    progress: bool = True,
+) -> MidReport:
+    """Collect ``role`` traces on ``env``'s first ``limit`` tasks, keep, and fine-tune on them."""
+    from datasets import Dataset
+    from trl import SFTTrainer
+
+    from genmem.envs.evolution import working_copy
+    from genmem.memory.location import open_bank
+    from genmem.policies.backends import capped_chat_model
+
+    run = TrainingRun.start(out, "mid", preset)
+    work_url = working_copy(bank_url, out)
+    policy = load_trainable(model, open_bank(work_url))
+    collector = _Collector(env, work_url, capped_chat_model(teacher, max_new_tokens), policy, out)
+    traces_path = out / "traces.jsonl"
+    examples: list[TraceExample] = []
+    kept = 0
+    tasks = env.tasks(limit)
+    with traces_path.open("w", encoding="utf-8") as fh:
+        for task in tqdm(tasks, desc=f"{role} traces", unit="task", disable=not progress):
+            trace = (
+                collector.retriever_trace(task)
+                if role == "retriever"
+                else collector.evolver_trace(task)
+            )
+            keep_it = trace["valid"] and (keep == "valid" or trace["correct"])
+            if keep_it:
+                kept += 1
+                examples += trace_examples(
+                    policy.tokenizer,
+                    trace["context"],
+                    trace["sid"],
+                    trace["messages"],
+                    trace["tools"],
+                )
+            record = {k: v for k, v in trace.items() if k not in ("messages", "tools")}
+            fh.write(json.dumps({"task": task.id, "kept": keep_it, **record}, default=str) + "\n")
+            fh.flush()
+    if not examples:
+        raise ValueError(
+            f"no {role} trace passed rejection sampling (keep={keep!r}) on {len(tasks)} tasks; see "
+            f"{traces_path}. Use more tasks, a stronger --teacher, or --keep valid"
+        )
+    dataset = Dataset.from_list(
+        [{"prompt": x.prompt, "completion": x.completion} for x in examples]
+    )
+    args = sft_args(preset, out / "trainer", "mid", max_steps)
+    args.disable_tqdm = not progress
+    trainer = SFTTrainer(
+        model=policy.model, args=args, train_dataset=dataset, processing_class=policy.tokenizer
+    )
+    started = time.perf_counter()
+    with contextlib.redirect_stdout(sys.stderr):  # the Trainer prints its logs; keep --json clean
+        trainer.train()
+    seconds = time.perf_counter() - started
+    files = write_policy(policy, out, run, notes={"stage": "mid", "role": role, "keep": keep})
+    files["traces"] = str(traces_path)
+    report = MidReport(
+        out=str(out),
+        role=role,
+        keep=keep,
+        tasks=len(tasks),
+        traces=len(tasks),
+        kept=kept,
+        examples=len(examples),
+        steps=int(trainer.state.global_step),
+        seconds=round(seconds, 2),
+        losses=[float(h["loss"]) for h in trainer.state.log_history if "loss" in h],
+        files=files,
+    )
+    run.finish(report.model_dump(mode="json"))
+    return report

@@ -1,0 +1,49 @@
+"""`genmem train mid`: bad input, then traces through the graph and 2 SFT steps on them."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import pytest
+
+from genmem.cli import main
+from genmem.memory.location import open_bank
+from genmem.memory.sid import DEFAULT_SPEC
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--keep", "all"], "invalid choice"),
+        (["--role", "planner"], "invalid choice"),
+        (["--model", "/no/policy"], "policy directory"),
+        (["--data", "/no/tasks.jsonl"], "does not exist"),
+    ],
+)
+def test_bad_input_exits_2(seed_bank_url, tmp_path, capsys, extra, message) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) if "choice" in message else contextlib.nullcontext():
+        code = main(["train", "mid", "--bank", seed_bank_url, "--out", str(out), *extra])
+        assert code == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_retriever_traces_then_two_sft_steps(seed_bank_url, tmp_path, capsys) -> None:
+    events = [e.model_dump() for e in open_bank(seed_bank_url).events()]
+    out = tmp_path / "mid"
+    code = main([
+        "train", "mid", "--bank", seed_bank_url, "--role", "retriever", "--keep", "valid",
+        "--limit", "1", "--max-steps", "2", "--max-new-tokens", "24", "--out", str(out), "--json",
+    ])  # fmt: skip
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    traces = [json.loads(x) for x in (out / "traces.jsonl").read_text().splitlines()]
+    assert len(traces) == report["traces"] == 1
+    assert report["kept"] == sum(t["kept"] for t in traces) == 1
+    assert DEFAULT_SPEC.is_valid(traces[0]["sid"]) and traces[0]["valid"]
+    assert report["examples"] == 2 and report["steps"] == 2 and len(report["losses"]) == 2
+    assert json.loads((out / "genmem_policy.json").read_text())["notes"]["stage"] == "mid"
+    assert [e.model_dump() for e in open_bank(seed_bank_url).events()] == events
