@@ -146,5 +146,26 @@ def run_grpo(
         advantages=advantages,
         files=files,
     )
+    report.files["plot"] = _plot(report, out)
     run.finish(report.model_dump(mode="json"))
     return report
+
+
+def _plot(report: GRPOReport, out: Path) -> str:
+    """``grpo.png``: each reward's logged mean per step (training dynamics)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for name, values in report.rewards.items():
+        steps = [i + 1 for i, v in enumerate(values) if v == v]  # NaN: another role's step
+        ax.plot(steps, [v for v in values if v == v], marker="o", label=name)
+    ax.set(xlabel="step", ylabel="mean reward", title=f"GRPO ({', '.join(report.roles)})")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    path = out / "grpo.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return str(path)

@@ -70,6 +70,7 @@ def test_joint_grpo_two_steps_through_the_graph(seed_bank_url, tmp_path, capsys)
     # The input bank was never written; the policy loads back and still writes valid SIDs.
     assert [e.model_dump() for e in open_bank(seed_bank_url).events()] == events_before
     assert not (out / "start").exists()
+    assert open(report["files"]["plot"], "rb").read(4) == b"\x89PNG"
     code = main([
         "sid", "generate", "--bank", seed_bank_url, "--model", f"local:{out}", "--beam", "2",
         "--query", "Tom has 3 apples and buys 4 more. How many now?", "--json",
