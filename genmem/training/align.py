@@ -10,18 +10,16 @@ schedule), measures again and writes a policy directory that ``--model local:DIR
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from genmem.training.align_data import AlignDataConfig, alignment_data, entry_sources
-from genmem.training.config import TrainPreset, sft_args
+from genmem.training.config import TrainPreset
 from genmem.training.policy_io import TrainingRun, load_trainable, write_policy
+from genmem.training.sft import sft_train
 from genmem.training.sid_eval import PrefixAccuracy, prefix_accuracy
 
 __all__ = ["AlignReport", "run_align"]
@@ -70,9 +68,6 @@ def run_align(
     progress: bool = True,
 ) -> AlignReport:
     """Train ``model`` (None: the embedded default) on ``bank``'s mappings; write it to ``out``."""
-    from datasets import Dataset
-    from trl import SFTTrainer
-
     run = TrainingRun.start(out, "align", preset)
     policy = load_trainable(model, bank)
     data_cfg = data or AlignDataConfig(seed=preset.seed)
@@ -83,18 +78,8 @@ def run_align(
     eval_pairs = {"heldout": mix.heldout[:max_eval], "trained": mix.trained_queries[:max_eval]}
     ks = sorted(set(eval_ks))
     before = _score(policy, bank.spec, eval_pairs, ks, progress)
-    dataset = Dataset.from_list(
-        [{"prompt": x.prompt, "completion": x.completion} for x in mix.train]
-    )
-    args = sft_args(preset, out / "trainer", "align", max_steps)
-    args.disable_tqdm = not progress
-    trainer = SFTTrainer(
-        model=policy.model, args=args, train_dataset=dataset, processing_class=policy.tokenizer
-    )
-    started = time.perf_counter()
-    with contextlib.redirect_stdout(sys.stderr):  # the Trainer prints its logs; keep --json clean
-        result = trainer.train()
-    seconds = time.perf_counter() - started
+    pairs = [(x.prompt, x.completion) for x in mix.train]
+    trainer, seconds = sft_train(policy, pairs, preset, out, "align", max_steps, progress)
     after = _score(policy, bank.spec, eval_pairs, ks, progress)
     losses = [float(h["loss"]) for h in trainer.state.log_history if "loss" in h]
     steps = int(trainer.state.global_step)
@@ -108,7 +93,7 @@ def run_align(
         steps=steps,
         seconds=round(seconds, 2),
         steps_per_second=round(steps / seconds, 4) if seconds > 0 else 0.0,
-        train_loss=getattr(result, "training_loss", None),
+        train_loss=sum(losses) / len(losses) if losses else None,
         losses=losses,
         heldout=len(eval_pairs["heldout"]),
         before=before,

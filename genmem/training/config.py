@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "PRESETS",
+    "Stage",
     "TrainPreset",
     "config_file",
     "grpo_args",

@@ -21,10 +21,7 @@ policies separately.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -35,9 +32,10 @@ from tqdm.auto import tqdm
 from genmem.envs.base import Environment, Task
 from genmem.policies.prompts import NO_MEMORY_ANSWER, evolver_user_message, retriever_user_message
 from genmem.policies.sid_decoding import ADDRESS_PROMPT, address_prompt
-from genmem.training.config import TrainPreset, sft_args
+from genmem.training.config import TrainPreset
 from genmem.training.policy_io import TrainingRun, load_trainable, write_policy
 from genmem.training.rollouts import Role
+from genmem.training.sft import sft_train
 
 __all__ = ["Keep", "MidReport", "TraceExample", "run_mid", "trace_examples"]
 
@@ -188,9 +186,6 @@ def run_mid(
     progress: bool = True,
 ) -> MidReport:
     """Collect ``role`` traces on ``env``'s first ``limit`` tasks, keep, and fine-tune on them."""
-    from datasets import Dataset
-    from trl import SFTTrainer
-
     from genmem.envs.evolution import working_copy
     from genmem.memory.location import open_bank
     from genmem.policies.backends import capped_chat_model
@@ -228,18 +223,8 @@ def run_mid(
             f"no {role} trace passed rejection sampling (keep={keep!r}) on {len(tasks)} tasks; see "
             f"{traces_path}. Use more tasks, a stronger --teacher, or --keep valid"
         )
-    dataset = Dataset.from_list(
-        [{"prompt": x.prompt, "completion": x.completion} for x in examples]
-    )
-    args = sft_args(preset, out / "trainer", "mid", max_steps)
-    args.disable_tqdm = not progress
-    trainer = SFTTrainer(
-        model=policy.model, args=args, train_dataset=dataset, processing_class=policy.tokenizer
-    )
-    started = time.perf_counter()
-    with contextlib.redirect_stdout(sys.stderr):  # the Trainer prints its logs; keep --json clean
-        trainer.train()
-    seconds = time.perf_counter() - started
+    pairs = [(x.prompt, x.completion) for x in examples]
+    trainer, seconds = sft_train(policy, pairs, preset, out, "mid", max_steps, progress)
     files = write_policy(policy, out, run, notes={"stage": "mid", "role": role, "keep": keep})
     files["traces"] = str(traces_path)
     report = MidReport(
