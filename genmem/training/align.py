@@ -38,6 +38,7 @@ class AlignReport(BaseModel):
     steps_per_second: float
     train_loss: float | None
     losses: list[float] = Field(description="Logged training loss, in step order.")
+    loss_steps: list[int] = Field(default_factory=list, description="Step of each loss.")
     heldout: int = Field(description="Held-out query pairs scored.")
     before: dict[str, PrefixAccuracy] = Field(description="'heldout' / 'trained' -> accuracy.")
     after: dict[str, PrefixAccuracy]
@@ -81,7 +82,8 @@ def run_align(
     pairs = [(x.prompt, x.completion) for x in mix.train]
     trainer, seconds = sft_train(policy, pairs, preset, out, "align", max_steps, progress)
     after = _score(policy, bank.spec, eval_pairs, ks, progress)
-    losses = [float(h["loss"]) for h in trainer.state.log_history if "loss" in h]
+    logged = [h for h in trainer.state.log_history if "loss" in h]
+    losses = [float(h["loss"]) for h in logged]
     steps = int(trainer.state.global_step)
     files = write_policy(policy, out, run, notes={"stage": "align", "counts": mix.counts})
     report = AlignReport(
@@ -95,6 +97,7 @@ def run_align(
         steps_per_second=round(steps / seconds, 4) if seconds > 0 else 0.0,
         train_loss=sum(losses) / len(losses) if losses else None,
         losses=losses,
+        loss_steps=[int(h.get("step", i + 1)) for i, h in enumerate(logged)],
         heldout=len(eval_pairs["heldout"]),
         before=before,
         after=after,
@@ -113,19 +116,19 @@ def _plots(report: AlignReport, out: Path) -> dict[str, str]:
     import matplotlib.pyplot as plt
 
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.8))
-    ax_loss.plot(range(1, len(report.losses) + 1), report.losses, marker=".")
-    ax_loss.set(xlabel="logged step", ylabel="SFT loss", title="alignment loss")
+    ax_loss.plot(report.loss_steps or range(1, len(report.losses) + 1), report.losses, marker=".")
+    ax_loss.set(xlabel="step", ylabel="SFT loss", title="alignment loss")
     labels, befores, afters = [], [], []
     for split, acc in report.after.items():
         for k in acc.ks:
             for depth in (1, len(acc.prefix[k])):
-                labels.append(f"{split}\nL1:{depth}@{k}")
+                labels.append(f"{split} L1:{depth}@{k}")
                 befores.append(report.before[split].prefix[k][depth - 1])
                 afters.append(acc.prefix[k][depth - 1])
     xs = range(len(labels))
     ax_acc.bar([x - 0.2 for x in xs], befores, width=0.4, label="before")
     ax_acc.bar([x + 0.2 for x in xs], afters, width=0.4, label="after")
-    ax_acc.set_xticks(list(xs), labels, fontsize=6)
+    ax_acc.set_xticks(list(xs), labels, fontsize=6, rotation=60, ha="right")
     ax_acc.set(ylim=(0, 1), ylabel="prefix accuracy", title="SID prefix accuracy")
     ax_acc.legend(fontsize=7)
     fig.tight_layout()
