@@ -33,6 +33,7 @@ from genmem.envs.base import Environment, Task
 from genmem.policies.prompts import NO_MEMORY_ANSWER, evolver_user_message, retriever_user_message
 from genmem.policies.sid_decoding import ADDRESS_PROMPT, address_prompt
 from genmem.training.config import TrainPreset
+from genmem.training.graph_runs import planner_graph, scratch_bank, solve
 from genmem.training.policy_io import TrainingRun, load_trainable, write_policy
 from genmem.training.rollouts import Role
 from genmem.training.sft import sft_train
@@ -88,33 +89,20 @@ class _Collector:
     def __init__(self, env: Environment, bank_url: str, teacher: Any, student: Any, out: Path):
         from genmem.graph.evolver import build_evolver_graph
         from genmem.graph.retriever import build_retriever_graph
-        from genmem.graph.stack import StackBudget
-        from genmem.graph.stackplanner import StackPlannerConfig, build_stackplanner_graph
         from genmem.memory.location import open_bank
         from genmem.policies.sid_decoding import TransformersSIDGenerator
 
         self.env, self.bank_url, self.out = env, bank_url, out
         self.bank = open_bank(bank_url)
         addresser = TransformersSIDGenerator(student, self.bank.spec)
-        tools = env.tools()
         self.retriever = build_retriever_graph(teacher, sid_generator=addresser).compile()
         self.evolver = build_evolver_graph(teacher, sid_generator=addresser).compile()
-        self.planner = build_stackplanner_graph(
-            teacher,
-            solver_tools=tools.solver,
-            research_tools=tools.research,
-            interactor_tools=tools.interactor,
-            config=StackPlannerConfig(budget=StackBudget(max_steps=1)),
-        ).compile()
+        self.planner = planner_graph(teacher, env, max_steps=1)
 
     def solve(self, task: Task, support: str | None) -> tuple[bool, Any]:
-        self.env.start(task)
-        try:
-            out = self.planner.invoke({"query": task.query, "support": support})
-            ok = bool(self.env.score(task, out.get("answer")).success)
-        finally:
-            self.env.finish(task)
-        return ok, out.get("trajectory") or ""
+        """Whether StackPlanner answers ``task`` right with ``support``, and its trajectory."""
+        _, outcome, trajectory = solve(self.planner, self.env, task, support)
+        return bool(outcome.success), trajectory
 
     def retriever_trace(self, task: Task) -> dict[str, Any]:
         state = self.retriever.invoke(
@@ -140,24 +128,16 @@ class _Collector:
     def evolver_trace(self, task: Task) -> dict[str, Any]:
         from langchain_core.utils.function_calling import convert_to_openai_tool
 
-        from genmem.envs.seed_bank import copy_bank_file
         from genmem.graph.trajectory import render_trajectory
-        from genmem.memory.location import parse_bank_url
         from genmem.policies.prompts import EvolverDecision
 
         ok, trajectory = self.solve(task, None)
         outcome = "success" if ok else "failure"
-        loc = parse_bank_url(self.bank_url)
-        scratch = self.out / "scratch.db"
-        copy_bank_file(Path(loc.location), scratch)
-        try:
+        with scratch_bank(self.bank_url, self.out / "scratch.db") as url:
             state = self.evolver.invoke(
                 {"query": task.query, "trajectory": trajectory, "outcome": outcome},
-                context={"bank_url": f"sqlite:///{scratch}?bank={loc.bank_id}", "memory_k": 3},
+                context={"bank_url": url, "memory_k": 3},
             )
-        finally:
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{scratch}{suffix}").unlink(missing_ok=True)
         applied = bool(state.get("update"))
         return {
             "context": evolver_user_message(task.query, render_trajectory(trajectory), outcome),

@@ -43,6 +43,7 @@ from genmem.policies.prompts import (
 from genmem.policies.sid_decoding import ADDRESS_PROMPT, address_prompt
 from genmem.policies.types import SIDCandidate
 from genmem.training.advantages import CHANNELS
+from genmem.training.graph_runs import planner_graph, scratch_bank, solve
 from genmem.training.rewards import (
     ALPHA_PARTIAL,
     JudgeVerdict,
@@ -181,40 +182,23 @@ class GraphRollouts:
         if name not in self._graphs:
             from genmem.graph.evolver import build_evolver_graph
             from genmem.graph.retriever import build_retriever_graph
-            from genmem.graph.stack import StackBudget
-            from genmem.graph.stackplanner import StackPlannerConfig, build_stackplanner_graph
 
-            tools = self.env.tools()
             if name == "planner":
-                g = build_stackplanner_graph(
-                    self.chat,
-                    solver_tools=tools.solver,
-                    research_tools=tools.research,
-                    interactor_tools=tools.interactor,
-                    config=StackPlannerConfig(budget=StackBudget(max_steps=self.config.max_steps)),
-                )
+                self._graphs[name] = planner_graph(self.chat, self.env, self.config.max_steps)
             elif name == "retriever":
                 g = build_retriever_graph(self.chat, sid_generator=self._chosen)
+                self._graphs[name] = g.compile()
             else:
                 g = build_evolver_graph(self.chat, sid_generator=self._chosen)
-            self._graphs[name] = g.compile()
+                self._graphs[name] = g.compile()
         return self._graphs[name]
 
     def _solve(self, task: Task, support: str | None) -> tuple[str | None, float, str]:
         """StackPlanner on ``task`` (with ``support``): answer, task score, rendered trajectory."""
         from genmem.graph.trajectory import render_trajectory
 
-        self.env.start(task)
-        try:
-            out = self._graph("planner").invoke(
-                {"query": task.query, "support": support},
-                context={"max_steps": self.config.max_steps},
-            )
-            answer = out.get("answer")
-            score = float(self.env.score(task, answer).score)
-        finally:
-            self.env.finish(task)
-        return answer, score, render_trajectory(out.get("trajectory") or "", clip=600)
+        answer, outcome, trajectory = solve(self._graph("planner"), self.env, task, support)
+        return answer, float(outcome.score), render_trajectory(trajectory, clip=600)
 
     def add_tasks(
         self,
@@ -366,8 +350,7 @@ class GraphRollouts:
         return parts | {"strategy_judge": judged, "outcome": outcome}
 
     def _evolve(self, item: RolloutTask, completion: str) -> dict[str, Any]:
-        from genmem.envs.seed_bank import copy_bank_file
-        from genmem.memory.location import open_bank, parse_bank_url
+        from genmem.memory.location import open_bank
 
         codes = parse_completion_sid(completion, self.spec)
         if codes is None:
@@ -379,12 +362,9 @@ class GraphRollouts:
             }
         sid = self.spec.make(codes)
         occupied = self.bank.get(sid) is not None
-        loc = parse_bank_url(self.bank_url)
-        scratch = self._scratch / f"rollout-{len(self.log)}.db"
-        copy_bank_file(Path(loc.location), scratch)
-        url = f"sqlite:///{scratch}?bank={loc.bank_id}"
         self._chosen.sid = str(sid)
-        try:
+        scratch = self._scratch / f"rollout-{len(self.log)}.db"
+        with scratch_bank(self.bank_url, scratch) as url:
             out = self._graph("evolver").invoke(
                 {
                     "query": item.task.query,
@@ -397,10 +377,6 @@ class GraphRollouts:
             op = decision.get("op")
             written = open_bank(url).get(sid)
             payload = written.payload if written is not None and out.get("update") else ""
-        finally:
-            scratch.unlink(missing_ok=True)
-            for extra in ("-wal", "-shm"):
-                Path(f"{scratch}{extra}").unlink(missing_ok=True)
         parts = self._common(item, completion, op=op, needs_op=True) | {"op": op}
         if not payload.strip():
             return parts | {

@@ -1,0 +1,55 @@
+"""Graph runs the training stages share: StackPlanner on a task, and scratch bank copies."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from genmem.envs.base import Environment, Outcome, Task
+
+__all__ = ["planner_graph", "scratch_bank", "solve"]
+
+
+def planner_graph(chat: Any, env: Environment, max_steps: int) -> Any:
+    """StackPlanner compiled with ``env``'s tools and a ``max_steps`` budget."""
+    from genmem.graph.stack import StackBudget
+    from genmem.graph.stackplanner import StackPlannerConfig, build_stackplanner_graph
+
+    tools = env.tools()
+    return build_stackplanner_graph(
+        chat,
+        solver_tools=tools.solver,
+        research_tools=tools.research,
+        interactor_tools=tools.interactor,
+        config=StackPlannerConfig(budget=StackBudget(max_steps=max_steps)),
+    ).compile()
+
+
+def solve(
+    planner: Any, env: Environment, task: Task, support: str | None
+) -> tuple[str | None, Outcome, Any]:
+    """Run ``planner`` on ``task`` with ``support``: the answer, its outcome, the trajectory."""
+    env.start(task)
+    try:
+        out = planner.invoke({"query": task.query, "support": support})
+        outcome = env.score(task, out.get("answer"))
+    finally:
+        env.finish(task)
+    return out.get("answer"), outcome, out.get("trajectory") or ""
+
+
+@contextlib.contextmanager
+def scratch_bank(bank_url: str, path: Path) -> Iterator[str]:
+    """A throw-away SQLite copy of ``bank_url`` at ``path``; its URL (files removed after)."""
+    from genmem.envs.seed_bank import copy_bank_file
+    from genmem.memory.location import parse_bank_url
+
+    loc = parse_bank_url(bank_url)
+    copy_bank_file(Path(loc.location), path)
+    try:
+        yield f"sqlite:///{path}?bank={loc.bank_id}"
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
