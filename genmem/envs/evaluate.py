@@ -111,13 +111,9 @@ class EvalReport(BaseModel):
 
 
 def _records(path: Path) -> list[EvalRecord]:
-    if not path.exists():
-        return []
-    return [
-        EvalRecord.model_validate_json(line)
-        for line in path.read_text(encoding="utf-8").splitlines()
-        if line.strip()
-    ]
+    from genmem.envs.bundled import jsonl_rows
+
+    return [EvalRecord.model_validate(row) for row in jsonl_rows(path)]
 
 
 def _bank_for(method: Method, settings: EvalSettings, out: Path) -> str | None:

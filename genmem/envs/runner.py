@@ -8,7 +8,6 @@ written at the end. A rerun into the same folder skips the queries already recor
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -86,13 +85,9 @@ def load_queries(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
 
 
 def _done_ids(path: Path) -> set[str]:
-    if not path.exists():
-        return set()
-    ids = set()
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            ids.add(json.loads(line)["id"])
-    return ids
+    from genmem.envs.bundled import jsonl_rows
+
+    return {row["id"] for row in jsonl_rows(path)}
 
 
 def run_stream(

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from genmem.cli import main
-from genmem.memory.location import open_bank
+from genmem.memory.location import open_bank, parse_bank_url
 from genmem.memory.sid import DEFAULT_SPEC
 
 
@@ -46,4 +46,28 @@ def test_retriever_traces_then_two_sft_steps(seed_bank_url, tmp_path, capsys) ->
     assert DEFAULT_SPEC.is_valid(traces[0]["sid"]) and traces[0]["valid"]
     assert report["examples"] == 2 and report["steps"] == 2 and len(report["losses"]) == 2
     assert json.loads((out / "genmem_policy.json").read_text())["notes"]["stage"] == "mid"
+    assert [e.model_dump() for e in open_bank(seed_bank_url).events()] == events
+
+
+@pytest.mark.slow
+def test_evolver_traces_on_a_scratch_bank_then_two_sft_steps(
+    seed_bank_url, tmp_path, capsys
+) -> None:
+    events = [e.model_dump() for e in open_bank(seed_bank_url).events()]
+    out = tmp_path / "mid"
+    code = main([
+        "train", "mid", "--bank", seed_bank_url, "--role", "evolver", "--keep", "valid",
+        "--limit", "1", "--max-steps", "2", "--max-new-tokens", "24", "--out", str(out), "--json",
+    ])  # fmt: skip
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["role"] == "evolver" and report["kept"] == 1 and report["steps"] == 2
+    (trace,) = [json.loads(x) for x in (out / "traces.jsonl").read_text().splitlines()]
+    assert trace["valid"] and DEFAULT_SPEC.is_valid(trace["sid"])
+    assert trace["decision"]["op"] in ("insert", "revise", "retain")
+    assert trace["decision"]["sid"] == trace["sid"]
+    # The decision was applied to a scratch copy that is gone; the work copy and input are intact.
+    assert not (out / "scratch.db").exists()
+    work = f"sqlite:///{out}/bank.db?bank={parse_bank_url(seed_bank_url).bank_id}"
+    assert [e.model_dump() for e in open_bank(work).events()] == events
     assert [e.model_dump() for e in open_bank(seed_bank_url).events()] == events
