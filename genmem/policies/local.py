@@ -129,7 +129,11 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    # The GGUF's tokenizer asks for WordPiece-style space clean-up, which transformers skips for
+    # BPE with a warning on every decode: say no once, here, so the saved copy carries it.
+    tokenizer = AutoTokenizer.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, clean_up_tokenization_spaces=False
+    )
     quantized = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
     # A GGUF-loaded model keeps a quantization config that save_pretrained cannot write back:
     # copy the dequantised weights into a plain model of the same architecture.
@@ -218,7 +222,8 @@ def _load(directory: Path, dtype: Dtype) -> LocalPolicy:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(directory)
+    # False is what transformers does for BPE anyway; copies converted earlier still say True.
+    tokenizer = AutoTokenizer.from_pretrained(directory, clean_up_tokenization_spaces=False)
     model = AutoModelForCausalLM.from_pretrained(directory, dtype=getattr(torch, dtype))
     model.eval()
     _align_eos(tokenizer, model)
