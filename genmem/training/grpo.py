@@ -28,8 +28,9 @@ from pydantic import BaseModel, Field
 
 from genmem.envs.base import Environment
 from genmem.training.config import TrainPreset, grpo_args
+from genmem.training.dynamics import plot_grpo_dynamics
 from genmem.training.policy_io import TrainingRun, load_trainable, write_policy
-from genmem.training.rollouts import GraphRollouts, Role, RolloutConfig, reward_functions
+from genmem.training.rollouts import PARTS, GraphRollouts, Role, RolloutConfig, reward_functions
 
 __all__ = ["GRPOReport", "run_grpo"]
 
@@ -122,8 +123,11 @@ def run_grpo(
 
     trainer._generate_and_score_completions = recorded
     started = time.perf_counter()
-    with contextlib.redirect_stdout(sys.stderr):  # the Trainer prints its logs; keep --json clean
-        trainer.train()
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # the Trainer prints logs; keep --json clean
+            trainer.train()
+    finally:
+        rollouts.close()
     seconds = time.perf_counter() - started
     steps = int(trainer.state.global_step)
     names = [f.__name__ for f in funcs]
@@ -146,26 +150,8 @@ def run_grpo(
         advantages=advantages,
         files=files,
     )
-    report.files["plot"] = _plot(report, out)
+    report.files["plot"] = plot_grpo_dynamics(
+        rollouts.log, {r: PARTS[r] for r in roles}, out / "grpo.png"
+    )
     run.finish(report.model_dump(mode="json"))
     return report
-
-
-def _plot(report: GRPOReport, out: Path) -> str:
-    """``grpo.png``: each reward's logged mean per step (training dynamics)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 3.8))
-    for name, values in report.rewards.items():
-        steps = [i + 1 for i, v in enumerate(values) if v == v]  # NaN: another role's step
-        ax.plot(steps, [v for v in values if v == v], marker="o", label=name)
-    ax.set(xlabel="step", ylabel="mean reward", title=f"GRPO ({', '.join(report.roles)})")
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    path = out / "grpo.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return str(path)

@@ -33,6 +33,7 @@ from genmem.envs.base import Environment, Task
 from genmem.policies.prompts import NO_MEMORY_ANSWER, evolver_user_message, retriever_user_message
 from genmem.policies.sid_decoding import ADDRESS_PROMPT, address_prompt
 from genmem.training.config import TrainPreset
+from genmem.training.dynamics import plot_loss
 from genmem.training.graph_runs import planner_graph, scratch_bank, solve
 from genmem.training.policy_io import TrainingRun, load_trainable, write_policy
 from genmem.training.rollouts import Role
@@ -207,6 +208,13 @@ def run_mid(
     trainer, seconds = sft_train(policy, pairs, preset, out, "mid", max_steps, progress)
     files = write_policy(policy, out, run, notes={"stage": "mid", "role": role, "keep": keep})
     files["traces"] = str(traces_path)
+    losses = [float(h["loss"]) for h in trainer.state.log_history if "loss" in h]
+    files["plot"] = plot_loss(
+        losses,
+        out / "mid.png",
+        title=f"mid-training loss ({role})",
+        steps=[int(h["step"]) for h in trainer.state.log_history if "loss" in h],
+    )
     report = MidReport(
         out=str(out),
         role=role,
@@ -217,7 +225,7 @@ def run_mid(
         examples=len(examples),
         steps=int(trainer.state.global_step),
         seconds=round(seconds, 2),
-        losses=[float(h["loss"]) for h in trainer.state.log_history if "loss" in h],
+        losses=losses,
         files=files,
     )
     run.finish(report.model_dump(mode="json"))

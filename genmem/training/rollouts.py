@@ -56,6 +56,7 @@ from genmem.training.rewards import (
 )
 
 __all__ = [
+    "PARTS",
     "GraphRollouts",
     "Role",
     "RolloutConfig",
@@ -165,6 +166,8 @@ class GraphRollouts:
     config: RolloutConfig = field(default_factory=RolloutConfig)
     tasks: dict[str, RolloutTask] = field(default_factory=dict)
     log: list[dict[str, Any]] = field(default_factory=list)
+    step: int = 0
+    """The trainer's global step when the current batch was sampled (logged with each rollout)."""
 
     def __post_init__(self) -> None:
         from genmem.memory.location import open_bank
@@ -175,6 +178,12 @@ class GraphRollouts:
         self._graphs: dict[str, Any] = {}
         self._scratch = Path(tempfile.mkdtemp(prefix="genmem-grpo-"))
         self._encoder: Any = None
+
+    def close(self) -> None:
+        """Remove the folder of per-rollout scratch banks."""
+        import shutil
+
+        shutil.rmtree(self._scratch, ignore_errors=True)
 
     # -- setup --------------------------------------------------------------------------------
 
@@ -244,6 +253,7 @@ class GraphRollouts:
     def __call__(self, prompts: list[str], trainer: Any) -> dict[str, Any]:
         """Sample the SID turns with the trainer's generator, run the graph, score each."""
         tok = trainer.processing_class
+        self.step = int(trainer.state.global_step)
         prompt_ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
         if self.config.constrained:
             completion_ids, logprobs = self._sample_constrained(trainer, prompt_ids), None
@@ -303,11 +313,20 @@ class GraphRollouts:
             parts = run(item, completion)
         except Exception as exc:  # a crashing rollout scores 0; training goes on
             parts = dict.fromkeys(PARTS[item.role], 0.0) | {"outcome": 0.0, "error": repr(exc)}
+        # Eligibility flags for the training-dynamics curves: logged, not rewards.
+        agreement = parts.get("sid_agreement")
+        flags = {
+            "step": self.step,
+            "sid_valid": parse_completion_sid(completion, self.spec) is not None,
+            "retrieved": bool(parts.pop("retrieved", False)),
+            "sid_match": None if agreement is None else agreement >= 1.0,
+            "answered": bool(parts.pop("answered", False)),
+        }
         process = sum(v for k, v in parts.items() if k in PARTS[item.role] and v is not None)
         parts["process_channel"] = process
         parts["outcome_channel"] = parts["outcome"]
         self.log.append(
-            {"task": item.task.id, "role": item.role, "completion": completion, **parts}
+            {"task": item.task.id, "role": item.role, "completion": completion, **flags, **parts}
         )
         return parts
 
@@ -347,7 +366,12 @@ class GraphRollouts:
         outcome = contrastive_outcome(
             score, item.base_score, alpha_partial=self.config.alpha_partial
         )
-        return parts | {"strategy_judge": judged, "outcome": outcome}
+        return parts | {
+            "strategy_judge": judged,
+            "outcome": outcome,
+            "retrieved": bool(out.get("retrieved")),
+            "answered": score >= 1.0,
+        }
 
     def _evolve(self, item: RolloutTask, completion: str) -> dict[str, Any]:
         from genmem.memory.location import open_bank
@@ -377,7 +401,10 @@ class GraphRollouts:
             op = decision.get("op")
             written = open_bank(url).get(sid)
             payload = written.payload if written is not None and out.get("update") else ""
-        parts = self._common(item, completion, op=op, needs_op=True) | {"op": op}
+        parts = self._common(item, completion, op=op, needs_op=True) | {
+            "op": op,
+            "retrieved": occupied,
+        }
         if not payload.strip():
             return parts | {
                 "faithful": 0.0,
@@ -400,6 +427,7 @@ class GraphRollouts:
             "outcome": contrastive_outcome(
                 score, item.base_score, alpha_partial=self.config.alpha_partial
             ),
+            "answered": score >= 1.0,
         }
 
     def _encode(self, texts: list[str]) -> Any:

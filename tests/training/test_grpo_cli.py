@@ -52,12 +52,16 @@ def test_joint_grpo_two_steps_through_the_graph(seed_bank_url, tmp_path, capsys)
         assert len(report["rewards"][name]) == 2
     rollouts = [json.loads(x) for x in (out / "rollouts.jsonl").read_text().splitlines()]
     assert len(rollouts) == 4 and {r["role"] for r in rollouts} == {"retriever", "evolver"}
+    assert [r["step"] for r in rollouts] == [0, 0, 1, 1]  # one group of G = 2 per step
     for r in rollouts:
         assert DEFAULT_SPEC.is_valid(r["completion"].strip())  # --constrained
         valid_op = r["role"] == "retriever" or r["op"] in ("insert", "revise")
         assert r["format"] == (1.0 if valid_op else 0.0)
         assert 0.0 <= r["sid_agreement"] <= 1.0  # the task's source entry is the reference
         assert -1.0 <= r["outcome_channel"] <= 1.2 and "error" not in r
+        assert r["sid_valid"] and isinstance(r["retrieved"], bool)  # dynamics flags
+        assert r["sid_match"] == (r["sid_agreement"] == 1.0)
+        assert r["answered"] == (r["outcome_channel"] > 0)  # GSM8K scores 0/1, Eq. 4
         if r["role"] == "evolver":
             assert r["operation"] in (0.0, 1.0) and 0.0 <= r["localization"] <= 1.0
     # TRL's advantages are the per-channel normalised ones (groups of G = 2, one per step).

@@ -46,6 +46,7 @@ def test_retriever_traces_then_two_sft_steps(seed_bank_url, tmp_path, capsys) ->
     assert DEFAULT_SPEC.is_valid(traces[0]["sid"]) and traces[0]["valid"]
     assert report["examples"] == 2 and report["steps"] == 2 and len(report["losses"]) == 2
     assert json.loads((out / "genmem_policy.json").read_text())["notes"]["stage"] == "mid"
+    assert (out / "mid.png").read_bytes()[:4] == b"\x89PNG"
     assert [e.model_dump() for e in open_bank(seed_bank_url).events()] == events
 
 

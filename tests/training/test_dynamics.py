@@ -1,0 +1,46 @@
+"""Training-dynamics curves: trailing means, per-step means per role, and the figures."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from genmem.training.dynamics import RATES, plot_grpo_dynamics, plot_loss, step_means, trailing_mean
+
+PNG = b"\x89PNG"
+
+
+def test_trailing_mean_uses_shorter_prefixes_and_skips_nan() -> None:
+    assert trailing_mean([1.0, 3.0, 5.0, 7.0], 2) == [1.0, 2.0, 4.0, 6.0]
+    assert trailing_mean([1.0, math.nan, 3.0], 3) == [1.0, 1.0, 2.0]
+    assert math.isnan(trailing_mean([math.nan], 3)[0])
+    with pytest.raises(ValueError, match="window"):
+        trailing_mean([1.0], 0)
+
+
+def _rows() -> list[dict]:
+    return [
+        {"role": "retriever", "step": 0, "sid_valid": True, "answered": False, "format": 1.0},
+        {"role": "retriever", "step": 0, "sid_valid": False, "answered": True, "format": 0.0},
+        {"role": "evolver", "step": 0, "sid_valid": True, "sid_match": None, "format": 1.0},
+        {"role": "retriever", "step": 1, "sid_valid": True, "answered": True, "format": 1.0},
+    ]
+
+
+def test_step_means_split_by_role_and_count_booleans() -> None:
+    table = step_means(_rows(), "retriever", ["sid_valid", "answered", "sid_match"])
+    assert table["steps"] == [1, 2]  # TRL's global step 0 is the first step
+    assert table["sid_valid"] == [0.5, 1.0] and table["answered"] == [0.5, 1.0]
+    assert all(math.isnan(v) for v in table["sid_match"])  # never given: no value, not 0
+    evolver = step_means(_rows(), "evolver", ["format", "sid_match"])
+    assert evolver["steps"] == [1] and evolver["format"] == [1.0]
+
+
+def test_figures_are_written(tmp_path) -> None:
+    parts = {"retriever": ("format",), "evolver": ("format", "operation")}
+    path = plot_grpo_dynamics(_rows(), parts, tmp_path / "grpo.png", window=3)
+    assert open(path, "rb").read(4) == PNG
+    loss = plot_loss([3.0, 2.5, 2.0], tmp_path / "mid.png", title="mid", steps=[1, 2, 3])
+    assert open(loss, "rb").read(4) == PNG
+    assert set(RATES) == {"sid_valid", "retrieved", "sid_match", "answered"}
