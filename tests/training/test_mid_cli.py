@@ -30,23 +30,29 @@ def test_bad_input_exits_2(seed_bank_url, tmp_path, capsys, extra, message) -> N
     assert not out.exists()
 
 
-@pytest.mark.slow
-def test_retriever_traces_then_two_sft_steps(seed_bank_url, tmp_path, capsys) -> None:
-    events = [e.model_dump() for e in open_bank(seed_bank_url).events()]
-    out = tmp_path / "mid"
+def _mid(bank_url: str, out, role: str, capsys) -> tuple[dict, list[dict]]:
+    """One role's mid-training on 1 task, 2 SFT steps; the report and the traces."""
     code = main([
-        "train", "mid", "--bank", seed_bank_url, "--role", "retriever", "--keep", "valid",
-        "--limit", "1", "--max-steps", "2", "--max-new-tokens", "24", "--out", str(out), "--json",
+        "train", "mid", "--bank", bank_url, "--role", role, "--keep", "valid", "--limit", "1",
+        "--max-steps", "2", "--max-new-tokens", "24", "--out", str(out), "--json",
     ])  # fmt: skip
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     traces = [json.loads(x) for x in (out / "traces.jsonl").read_text().splitlines()]
-    assert len(traces) == report["traces"] == 1
+    assert len(traces) == report["traces"] == 1 and report["role"] == role
     assert report["kept"] == sum(t["kept"] for t in traces) == 1
     assert DEFAULT_SPEC.is_valid(traces[0]["sid"]) and traces[0]["valid"]
     assert report["examples"] == 2 and report["steps"] == 2 and len(report["losses"]) == 2
     assert json.loads((out / "genmem_policy.json").read_text())["notes"]["stage"] == "mid"
     assert (out / "mid.png").read_bytes()[:4] == b"\x89PNG"
+    return report, traces
+
+
+@pytest.mark.slow
+def test_retriever_traces_then_two_sft_steps(seed_bank_url, tmp_path, capsys) -> None:
+    events = [e.model_dump() for e in open_bank(seed_bank_url).events()]
+    _, (trace,) = _mid(seed_bank_url, tmp_path / "mid", "retriever", capsys)
+    assert trace["support"].strip()
     assert [e.model_dump() for e in open_bank(seed_bank_url).events()] == events
 
 
@@ -56,15 +62,7 @@ def test_evolver_traces_on_a_scratch_bank_then_two_sft_steps(
 ) -> None:
     events = [e.model_dump() for e in open_bank(seed_bank_url).events()]
     out = tmp_path / "mid"
-    code = main([
-        "train", "mid", "--bank", seed_bank_url, "--role", "evolver", "--keep", "valid",
-        "--limit", "1", "--max-steps", "2", "--max-new-tokens", "24", "--out", str(out), "--json",
-    ])  # fmt: skip
-    assert code == 0
-    report = json.loads(capsys.readouterr().out)
-    assert report["role"] == "evolver" and report["kept"] == 1 and report["steps"] == 2
-    (trace,) = [json.loads(x) for x in (out / "traces.jsonl").read_text().splitlines()]
-    assert trace["valid"] and DEFAULT_SPEC.is_valid(trace["sid"])
+    _, (trace,) = _mid(seed_bank_url, out, "evolver", capsys)
     assert trace["decision"]["op"] in ("insert", "revise", "retain")
     assert trace["decision"]["sid"] == trace["sid"]
     # The decision was applied to a scratch copy that is gone; the work copy and input are intact.
