@@ -58,6 +58,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument(
         "--max-target-chars", type=positive_int, default=1200, help="reverse-target cap (1200)"
     )
+    a.add_argument(
+        "--describer",
+        metavar="SPEC",
+        help="chat model (any backend spec) that writes the SID -> description targets "
+        "(default: each record's problem type, else its first sentence)",
+    )
     a.set_defaults(func=_align)
     _register_mid(tsub)
     _register_grpo(tsub)
@@ -81,6 +87,21 @@ def _weights(text: str | None) -> dict[str, float] | None:
         except ValueError:
             raise CLIError(f"--weights: {value!r} for {name} is not a number") from None
     return out
+
+
+def _chat_spec(flag: str, spec: str) -> str:
+    """A chat-model spec checked before anything runs (exit 2 on a bad one)."""
+    from genmem.errors import InvalidModelSpec
+    from genmem.policies.backends import capped_chat_model
+
+    try:
+        capped_chat_model(spec, 8)  # lazy: builds the client, loads no weights
+    except InvalidModelSpec as exc:
+        raise CLIError(f"{flag}: {exc}") from None
+    local = spec.strip().removeprefix("local:") if spec.strip().startswith("local:") else None
+    if local is not None and not (Path(local) / "config.json").is_file():
+        raise CLIError(f"{flag} {spec!r}: {local} is not a model directory (no config.json)")
+    return spec
 
 
 def _setup(args: argparse.Namespace):
@@ -107,6 +128,8 @@ def _align(args: argparse.Namespace) -> int:
     from genmem.training.align_data import AlignDataConfig
 
     weights = _weights(args.weights)
+    if args.describer is not None:
+        _chat_spec("--describer", args.describer)
     preset, bank = _setup(args)
     try:
         data = AlignDataConfig(
@@ -125,6 +148,7 @@ def _align(args: argparse.Namespace) -> int:
         max_steps=args.max_steps,
         data=data,
         max_eval=args.eval_size,
+        describer=args.describer,
         progress=not args.json,
     )
     lines = [
@@ -188,6 +212,7 @@ def _grpo(args: argparse.Namespace) -> int:
     from genmem.training.grpo import run_grpo
     from genmem.training.rollouts import RolloutConfig
 
+    _chat_spec("--planner-model", args.planner_model)
     preset, _ = _setup(args)
     env = environment(args)
     roles = ("retriever", "evolver") if args.role == "joint" else (args.role,)
@@ -255,6 +280,7 @@ def _mid(args: argparse.Namespace) -> int:
     from genmem._cli_tasks import environment
     from genmem.training.mid import run_mid
 
+    _chat_spec("--teacher", args.teacher)
     preset, _ = _setup(args)
     env = environment(args)
     try:

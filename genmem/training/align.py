@@ -16,7 +16,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from genmem.training.align_data import AlignDataConfig, alignment_data, entry_sources
+from genmem.training.align_data import (
+    AlignDataConfig,
+    alignment_data,
+    entry_sources,
+    model_describer,
+)
 from genmem.training.config import TrainPreset
 from genmem.training.policy_io import TrainingRun, load_trainable, write_policy
 from genmem.training.sft import sft_train
@@ -56,6 +61,25 @@ def _score(
     }
 
 
+def _sources(bank: Any, describer: str | None, progress: bool) -> list[Any]:
+    """The bank's entry sources; descriptions written by the ``describer`` chat model if given."""
+    if describer is None:
+        return entry_sources(bank)
+    from tqdm.auto import tqdm
+
+    from genmem.policies.backends import capped_chat_model
+
+    describe = model_describer(capped_chat_model(describer, 48, temperature=0.0))
+    bar = tqdm(total=bank.stats().entries, desc="descriptions", unit="entry", disable=not progress)
+
+    def counted(payload: str) -> str:
+        bar.update(1)
+        return describe(payload)
+
+    with bar:
+        return entry_sources(bank, counted)
+
+
 def run_align(
     bank: Any,
     out: Path,
@@ -66,13 +90,14 @@ def run_align(
     data: AlignDataConfig | None = None,
     eval_ks: tuple[int, ...] = (1, 5, 50),
     max_eval: int = 32,
+    describer: str | None = None,
     progress: bool = True,
 ) -> AlignReport:
     """Train ``model`` (None: the embedded default) on ``bank``'s mappings; write it to ``out``."""
     run = TrainingRun.start(out, "align", preset)
     policy = load_trainable(model, bank)
     data_cfg = data or AlignDataConfig(seed=preset.seed)
-    mix = alignment_data(entry_sources(bank), policy.tokenizer, data_cfg)
+    mix = alignment_data(_sources(bank, describer, progress), policy.tokenizer, data_cfg)
     (out / "heldout_pairs.jsonl").write_text(
         "".join(json.dumps(p) + "\n" for p in mix.heldout), encoding="utf-8"
     )

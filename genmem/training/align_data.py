@@ -47,6 +47,7 @@ __all__ = [
     "alignment_data",
     "describe_payload",
     "entry_sources",
+    "model_describer",
 ]
 
 Mapping = Literal[
@@ -140,6 +141,36 @@ def describe_payload(payload: str, *, max_words: int = 24) -> str:
     words = " ".join(text.split()).split(" ")
     clipped = " ".join(words[:max_words])
     return clipped + ("..." if len(words) > max_words else "")
+
+
+_DESCRIBER_PROMPT = (
+    "You label entries of an agent's experience memory. Reply with one line of at most 20 "
+    "words naming the kind of task the experience below helps with. No preamble."
+)
+
+
+def model_describer(chat: Any, *, max_words: int = 24) -> Callable[[str], str]:
+    """A ``describe`` for :func:`entry_sources` that asks ``chat`` for a one-line description.
+
+    The first non-empty line of the reply is kept (clipped to ``max_words``); an empty reply or a
+    failed call falls back to :func:`describe_payload`, so an entry is never left undescribed.
+    """
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    from genmem.policies.chat_local import content_text
+
+    def describe(payload: str) -> str:
+        try:
+            reply = chat.invoke([SystemMessage(_DESCRIBER_PROMPT), HumanMessage(payload[:2000])])
+        except Exception:  # a backend error costs this one description, not the run
+            return describe_payload(payload, max_words=max_words)
+        lines = [x.strip() for x in content_text(reply.content).splitlines() if x.strip()]
+        if not lines:
+            return describe_payload(payload, max_words=max_words)
+        words = lines[0].split()
+        return " ".join(words[:max_words]) + ("..." if len(words) > max_words else "")
+
+    return describe
 
 
 def _gsm8k_rows() -> list[dict[str, str]]:

@@ -16,6 +16,7 @@ from genmem.training.align_data import (
     alignment_data,
     describe_payload,
     entry_sources,
+    model_describer,
 )
 from tests.conftest import TEST_HASH
 
@@ -63,6 +64,30 @@ def test_describe_payload() -> None:
     assert describe_payload("Problem: A farmer has 3 cows. He buys 2.") == "A farmer has 3 cows."
     long = "word " * 40
     assert describe_payload(long, max_words=5) == "word word word word word..."
+
+
+def test_model_describer_keeps_one_clipped_line_and_falls_back() -> None:
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    chat = FakeListChatModel(responses=["\n  Unit rates and totals \nsecond line", "   "])
+    describe = model_describer(chat, max_words=3)
+    assert describe("Problem type: rates\nsteps") == "Unit rates and..."
+    assert describe("Problem type: rates\nsteps") == "rates"  # empty reply: the record's type
+
+    class Down(FakeListChatModel):
+        def invoke(self, *args, **kwargs):
+            raise ConnectionError("server down")
+
+    assert model_describer(Down(responses=["x"]))("Problem type: ages") == "ages"
+
+
+@pytest.mark.slow
+def test_model_describer_on_the_default_model() -> None:
+    from genmem.policies.backends import capped_chat_model
+
+    describe = model_describer(capped_chat_model("local", 32, temperature=0.0))
+    text = describe("Procedure: add the apples bought to those owned, then check the sum.")
+    assert text and "\n" not in text and len(text.split()) <= 25
 
 
 def test_sources_read_queries_and_trajectories_from_metadata(bank) -> None:

@@ -20,6 +20,7 @@ from genmem.training.advantages import channel_advantages
         (["--dataset", "gsm8k", "--split", "dev"], "split"),
         (["--data", "/no/tasks.jsonl"], "does not exist"),
         (["--format", "qa"], "--format describes --data"),
+        (["--planner-model", "vllm:nohash"], "has no '#'"),
     ],
 )
 def test_bad_input_exits_2(seed_bank_url, tmp_path, capsys, extra, message) -> None:

@@ -19,6 +19,7 @@ from genmem.memory.sid import DEFAULT_SPEC
         (["--role", "planner"], "invalid choice"),
         (["--model", "/no/policy"], "policy directory"),
         (["--data", "/no/tasks.jsonl"], "does not exist"),
+        (["--teacher", "local:/no/teacher"], "not a model directory"),
     ],
 )
 def test_bad_input_exits_2(seed_bank_url, tmp_path, capsys, extra, message) -> None:

@@ -18,6 +18,8 @@ from genmem.memory.sid import DEFAULT_SPEC
         (["--model", "/no/such/policy"], "policy directory"),
         (["--weights", "query_sid=two"], "not a number"),
         (["--weights", "querysid=1"], "NAME=VALUE"),
+        (["--describer", "local:/no/such/model"], "not a model directory"),
+        (["--describer", "vllm:http://x"], "has no '#'"),
         (["--weights", "query_sid=0,trajectory_sid=0,experience_sid=0,sid_experience=0,"
           "sid_description=0"], "at least one"),
     ],
