@@ -177,7 +177,9 @@ def _register_grpo(tsub: argparse._SubParsersAction) -> None:
             "update on a scratch copy of the bank. Rewards (logged separately): format, SID "
             "agreement, the LLM judge (retriever), r_faithful + r_loc + r_op (evolver), and the "
             "contrastive outcome; process and outcome channels are normalised separately. Tasks "
-            "come from --dataset/--split (default gsm8k train) or --data."
+            "come from --dataset/--split (default gsm8k train) or --data. Writes the policy, "
+            "rollouts.jsonl (every rollout's parts and flags) and grpo.png (training dynamics "
+            "per role) into --out."
         ),
     )
     _common(g)
@@ -256,7 +258,8 @@ def _register_mid(tsub: argparse._SubParsersAction) -> None:
             "decision on a scratch bank copy) graph on training tasks with --teacher for the "
             "text turns and the --model policy for the SID turns; keeps traces that are well "
             "formed and, with --keep correct (default), task-correct; fine-tunes the policy on "
-            "their SID and text turns. Writes traces.jsonl and the policy into --out."
+            "their SID and text turns. Writes traces.jsonl, mid.png (the loss) and the policy "
+            "into --out."
         ),
     )
     _common(m)
