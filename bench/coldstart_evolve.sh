@@ -7,14 +7,15 @@
 #
 # Defaults: 40 problems x 2 attempts; 4 blocks x 5 queries, probe 5. Extra options for both
 # commands (e.g. --model vllm:http://gpu:8000/v1#Qwen/Qwen2.5-7B-Instruct) go in $GENMEM_ARGS;
-# the caps below keep a CPU run of the embedded 135M model to a few hours.
+# the caps ($GENMEM_CAPS, default: 1 planner step, 48-token replies) keep a CPU run of the
+# embedded 135M model to several hours.
 set -euo pipefail
 OUT=${1:?usage: coldstart_evolve.sh OUT [LIMIT] [BLOCKS] [BLOCK_SIZE] [PROBE]}
 LIMIT=${2:-40}
 BLOCKS=${3:-4}
 BLOCK_SIZE=${4:-5}
 PROBE=${5:-5}
-CAPS=${GENMEM_CAPS:---max-steps 1 --max-new-tokens 16}
+CAPS=${GENMEM_CAPS:---max-steps 1 --max-new-tokens 48}
 read -r -a EXTRA <<< "${GENMEM_ARGS:-}"
 read -r -a CAP <<< "$CAPS"
 mkdir -p "$OUT"
