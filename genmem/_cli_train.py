@@ -241,6 +241,7 @@ def _grpo(args: argparse.Namespace) -> int:
         f"GRPO ({', '.join(report.roles)}) on {report.tasks} tasks: {report.steps} steps, "
         f"{report.rollouts} rollouts in {report.seconds:.0f} s "
         f"({report.steps_per_second:.3f} steps/s)\nrewards per step: {means}\n"
+        f"eligibility per role: {report.eligibility}\n"
         f"policy: {report.out} (use --model local:{report.out})"
     )
     emit(report.model_dump(mode="json"), as_json=args.json, text=text)

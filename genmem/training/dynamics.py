@@ -15,7 +15,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RATES", "plot_grpo_dynamics", "plot_loss", "step_means", "trailing_mean"]
+__all__ = [
+    "RATES",
+    "eligibility_rates",
+    "plot_grpo_dynamics",
+    "plot_loss",
+    "step_means",
+    "trailing_mean",
+]
 
 RATES: dict[str, str] = {
     "sid_valid": "SID parsed",
@@ -57,6 +64,17 @@ def step_means(rows: Iterable[dict[str, Any]], role: str, keys: Sequence[str]) -
             sum(sums[s][key]) / len(sums[s][key]) if sums[s][key] else math.nan for s in steps
         ]
     return table
+
+
+def eligibility_rates(rows: Iterable[dict[str, Any]], role: str) -> dict[str, float | None]:
+    """Share of ``role``'s rollouts with each flag of :data:`RATES` (None: never recorded)."""
+    seen: dict[str, list[float]] = {k: [] for k in RATES}
+    for row in rows:
+        if row.get("role") == role:
+            for key in RATES:
+                if row.get(key) is not None:
+                    seen[key].append(float(row[key]))
+    return {k: round(sum(v) / len(v), 4) if v else None for k, v in seen.items()}
 
 
 def _curves(ax: Any, steps: list[int], series: dict[str, list[float]], window: int) -> None:

@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 
 from genmem.envs.base import Environment
 from genmem.training.config import TrainPreset, grpo_args
-from genmem.training.dynamics import plot_grpo_dynamics
+from genmem.training.dynamics import eligibility_rates, plot_grpo_dynamics
 from genmem.training.policy_io import TrainingRun, load_trainable, write_policy
 from genmem.training.rollouts import PARTS, GraphRollouts, Role, RolloutConfig, reward_functions
 
@@ -48,6 +48,10 @@ class GRPOReport(BaseModel):
     rollouts: int
     rewards: dict[str, list[float]] = Field(description="Logged mean per reward, per step.")
     advantages: list[list[float]] = Field(description="TRL's advantages per step.")
+    eligibility: dict[str, dict[str, float | None]] = Field(
+        default_factory=dict,
+        description="Per role, the share of rollouts with each flag of dynamics.RATES.",
+    )
     files: dict[str, str]
 
 
@@ -148,6 +152,7 @@ def run_grpo(
         rollouts=len(rollouts.log),
         rewards=rewards,
         advantages=advantages,
+        eligibility={r: eligibility_rates(rollouts.log, r) for r in roles},
         files=files,
     )
     report.files["plot"] = plot_grpo_dynamics(

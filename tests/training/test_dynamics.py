@@ -6,7 +6,14 @@ import math
 
 import pytest
 
-from genmem.training.dynamics import RATES, plot_grpo_dynamics, plot_loss, step_means, trailing_mean
+from genmem.training.dynamics import (
+    RATES,
+    eligibility_rates,
+    plot_grpo_dynamics,
+    plot_loss,
+    step_means,
+    trailing_mean,
+)
 
 PNG = b"\x89PNG"
 
@@ -35,6 +42,13 @@ def test_step_means_split_by_role_and_count_booleans() -> None:
     assert all(math.isnan(v) for v in table["sid_match"])  # never given: no value, not 0
     evolver = step_means(_rows(), "evolver", ["format", "sid_match"])
     assert evolver["steps"] == [1] and evolver["format"] == [1.0]
+
+
+def test_eligibility_rates_per_role() -> None:
+    rates = eligibility_rates(_rows(), "retriever")
+    assert rates["sid_valid"] == round(2 / 3, 4) and rates["answered"] == round(2 / 3, 4)
+    assert rates["sid_match"] is None and rates["retrieved"] is None  # never recorded
+    assert eligibility_rates(_rows(), "evolver")["sid_valid"] == 1.0
 
 
 def test_figures_are_written(tmp_path) -> None:

@@ -54,6 +54,11 @@ def test_joint_grpo_two_steps_through_the_graph(seed_bank_url, tmp_path, capsys)
     rollouts = [json.loads(x) for x in (out / "rollouts.jsonl").read_text().splitlines()]
     assert len(rollouts) == 4 and {r["role"] for r in rollouts} == {"retriever", "evolver"}
     assert [r["step"] for r in rollouts] == [0, 0, 1, 1]  # one group of G = 2 per step
+    for role in ("retriever", "evolver"):
+        mine = [r for r in rollouts if r["role"] == role]
+        rates = report["eligibility"][role]
+        assert rates["sid_valid"] == 1.0  # --constrained
+        assert rates["answered"] == sum(r["answered"] for r in mine) / len(mine)
     for r in rollouts:
         assert DEFAULT_SPEC.is_valid(r["completion"].strip())  # --constrained
         valid_op = r["role"] == "retriever" or r["op"] in ("insert", "revise")
