@@ -24,7 +24,7 @@ from genmem.training.align_data import (
 )
 from genmem.training.config import TrainPreset
 from genmem.training.policy_io import TrainingRun, load_trainable, write_policy
-from genmem.training.sft import sft_train
+from genmem.training.sft import logged_losses, sft_train
 from genmem.training.sid_eval import PrefixAccuracy, prefix_accuracy
 
 __all__ = ["AlignReport", "run_align"]
@@ -107,8 +107,7 @@ def run_align(
     pairs = [(x.prompt, x.completion) for x in mix.train]
     trainer, seconds = sft_train(policy, pairs, preset, out, "align", max_steps, progress)
     after = _score(policy, bank.spec, eval_pairs, ks, progress)
-    logged = [h for h in trainer.state.log_history if "loss" in h]
-    losses = [float(h["loss"]) for h in logged]
+    loss_steps, losses = logged_losses(trainer)
     steps = int(trainer.state.global_step)
     files = write_policy(policy, out, run, notes={"stage": "align", "counts": mix.counts})
     report = AlignReport(
@@ -122,7 +121,7 @@ def run_align(
         steps_per_second=round(steps / seconds, 4) if seconds > 0 else 0.0,
         train_loss=sum(losses) / len(losses) if losses else None,
         losses=losses,
-        loss_steps=[int(h.get("step", i + 1)) for i, h in enumerate(logged)],
+        loss_steps=loss_steps,
         heldout=len(eval_pairs["heldout"]),
         before=before,
         after=after,

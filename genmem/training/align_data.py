@@ -130,6 +130,12 @@ class AlignData(BaseModel):
     entries: int
 
 
+def _clip_words(text: str, max_words: int) -> str:
+    """``text`` on one line, cut to ``max_words`` words ("..." when cut)."""
+    words = text.split()
+    return " ".join(words[:max_words]) + ("..." if len(words) > max_words else "")
+
+
 def describe_payload(payload: str, *, max_words: int = 24) -> str:
     """A one-line description of a payload: its problem-type line, else its first sentence."""
     found = _TYPE_LINE.search(payload)
@@ -138,9 +144,7 @@ def describe_payload(payload: str, *, max_words: int = 24) -> str:
         body = re.sub(r"^\s*\w[\w ]{0,20}:\s*", "", text)  # drop a leading "Problem:" label
         match = _SENTENCE.match(body)
         text = match.group(1) if match else body
-    words = " ".join(text.split()).split(" ")
-    clipped = " ".join(words[:max_words])
-    return clipped + ("..." if len(words) > max_words else "")
+    return _clip_words(text, max_words)
 
 
 _DESCRIBER_PROMPT = (
@@ -167,8 +171,7 @@ def model_describer(chat: Any, *, max_words: int = 24) -> Callable[[str], str]:
         lines = [x.strip() for x in content_text(reply.content).splitlines() if x.strip()]
         if not lines:
             return describe_payload(payload, max_words=max_words)
-        words = lines[0].split()
-        return " ".join(words[:max_words]) + ("..." if len(words) > max_words else "")
+        return _clip_words(lines[0], max_words)
 
     return describe
 

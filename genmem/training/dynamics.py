@@ -44,37 +44,43 @@ def trailing_mean(values: Sequence[float], window: int) -> list[float]:
     return out
 
 
+def _values(
+    rows: Iterable[dict[str, Any]], role: str, keys: Sequence[str], *, by_step: bool
+) -> dict[int, dict[str, list[float]]]:
+    """``role``'s non-None values of ``keys`` as floats, grouped by step (or all under 0)."""
+    groups: dict[int, dict[str, list[float]]] = defaultdict(lambda: {k: [] for k in keys})
+    for row in rows:
+        if row.get("role") != role:
+            continue
+        group = groups[int(row.get("step", 0)) if by_step else 0]
+        for key in keys:
+            if row.get(key) is not None:
+                group[key].append(float(row[key]))
+    return groups
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
 def step_means(rows: Iterable[dict[str, Any]], role: str, keys: Sequence[str]) -> dict[str, Any]:
     """Per-step means of ``keys`` over ``role``'s rollouts: ``{"steps": [...], key: [...]}``.
 
     Booleans count as 0/1; a missing or None value is left out of its step's mean.
     """
-    sums: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for row in rows:
-        if row.get("role") != role:
-            continue
-        for key in keys:
-            value = row.get(key)
-            if value is not None:
-                sums[int(row.get("step", 0))][key].append(float(value))
-    steps = sorted(sums)
+    groups = _values(rows, role, keys, by_step=True)
+    steps = sorted(groups)
     table: dict[str, Any] = {"steps": [s + 1 for s in steps]}
     for key in keys:
-        table[key] = [
-            sum(sums[s][key]) / len(sums[s][key]) if sums[s][key] else math.nan for s in steps
-        ]
+        means = [_mean(groups[s][key]) for s in steps]
+        table[key] = [math.nan if m is None else m for m in means]
     return table
 
 
 def eligibility_rates(rows: Iterable[dict[str, Any]], role: str) -> dict[str, float | None]:
     """Share of ``role``'s rollouts with each flag of :data:`RATES` (None: never recorded)."""
-    seen: dict[str, list[float]] = {k: [] for k in RATES}
-    for row in rows:
-        if row.get("role") == role:
-            for key in RATES:
-                if row.get(key) is not None:
-                    seen[key].append(float(row[key]))
-    return {k: round(sum(v) / len(v), 4) if v else None for k, v in seen.items()}
+    seen = _values(rows, role, list(RATES), by_step=False)[0]
+    return {k: None if (m := _mean(v)) is None else round(m, 4) for k, v in seen.items()}
 
 
 def _curves(ax: Any, steps: list[int], series: dict[str, list[float]], window: int) -> None:

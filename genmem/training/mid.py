@@ -37,7 +37,7 @@ from genmem.training.dynamics import plot_loss
 from genmem.training.graph_runs import planner_graph, scratch_bank, solve
 from genmem.training.policy_io import TrainingRun, load_trainable, write_policy
 from genmem.training.rollouts import Role
-from genmem.training.sft import sft_train
+from genmem.training.sft import logged_losses, sft_train
 
 __all__ = ["Keep", "MidReport", "TraceExample", "run_mid", "trace_examples"]
 
@@ -208,12 +208,9 @@ def run_mid(
     trainer, seconds = sft_train(policy, pairs, preset, out, "mid", max_steps, progress)
     files = write_policy(policy, out, run, notes={"stage": "mid", "role": role, "keep": keep})
     files["traces"] = str(traces_path)
-    losses = [float(h["loss"]) for h in trainer.state.log_history if "loss" in h]
+    loss_steps, losses = logged_losses(trainer)
     files["plot"] = plot_loss(
-        losses,
-        out / "mid.png",
-        title=f"mid-training loss ({role})",
-        steps=[int(h["step"]) for h in trainer.state.log_history if "loss" in h],
+        losses, out / "mid.png", title=f"mid-training loss ({role})", steps=loss_steps
     )
     report = MidReport(
         out=str(out),

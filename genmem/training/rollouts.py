@@ -193,13 +193,11 @@ class GraphRollouts:
             from genmem.graph.retriever import build_retriever_graph
 
             if name == "planner":
-                self._graphs[name] = planner_graph(self.chat, self.env, self.config.max_steps)
-            elif name == "retriever":
-                g = build_retriever_graph(self.chat, sid_generator=self._chosen)
-                self._graphs[name] = g.compile()
+                graph = planner_graph(self.chat, self.env, self.config.max_steps)
             else:
-                g = build_evolver_graph(self.chat, sid_generator=self._chosen)
-                self._graphs[name] = g.compile()
+                build = build_retriever_graph if name == "retriever" else build_evolver_graph
+                graph = build(self.chat, sid_generator=self._chosen).compile()
+            self._graphs[name] = graph
         return self._graphs[name]
 
     def _solve(self, task: Task, support: str | None) -> tuple[str | None, float, str]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from genmem.training.config import Stage, TrainPreset, sft_args
 
-__all__ = ["sft_train"]
+__all__ = ["logged_losses", "sft_train"]
 
 
 def sft_train(
@@ -37,3 +37,11 @@ def sft_train(
     with contextlib.redirect_stdout(sys.stderr):  # the Trainer prints its logs; keep --json clean
         trainer.train()
     return trainer, time.perf_counter() - started
+
+
+def logged_losses(trainer: Any) -> tuple[list[int], list[float]]:
+    """The steps at which the trainer logged a training loss, and those losses."""
+    logged = [h for h in trainer.state.log_history if "loss" in h]
+    return [int(h.get("step", i + 1)) for i, h in enumerate(logged)], [
+        float(h["loss"]) for h in logged
+    ]
