@@ -285,6 +285,8 @@ def statistics_markdown(stats: BankStatistics) -> str:
 def plot_code_utilisation(stats: BankStatistics, path: Path) -> Path:
     """One panel per level: code shares sorted descending against the uniform share 1/N_l."""
     plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
     n = len(stats.utilisation)
     cols = min(n, 2)
     rows = math.ceil(n / cols)
@@ -292,14 +294,15 @@ def plot_code_utilisation(stats: BankStatistics, path: Path) -> Path:
     flat = axes.ravel()
     for ax, u in zip(flat, stats.utilisation, strict=False):
         shares = sorted(u.shares, reverse=True)
-        ax.bar(range(len(shares)), shares, width=1.0, color="#4C72B0")
+        ax.bar(range(1, len(shares) + 1), shares, width=0.9, color="#4C72B0")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # ranks, never 0.5
         ax.axhline(1.0 / u.size, color="black", linestyle="--", linewidth=1, label="uniform")
         ax.set_title(
             f"L{u.level}: {u.used}/{u.size} codes, H_norm {u.entropy_norm:.2f}, "
             f"eff {u.effective_codes:.1f}",
             fontsize=9,
         )
-        ax.set_xlabel("code rank")
+        ax.set_xlabel("code rank (most used first)")
         ax.set_ylabel("share")
         ax.legend(fontsize=7, loc="upper right")
     for ax in flat[n:]:
