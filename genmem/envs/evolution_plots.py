@@ -63,17 +63,24 @@ def plot_probe_curves(
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.4))
     drawn = False
-    for method, points in curves.items():
+    for i, (method, points) in enumerate(curves.items()):
         if not points:
             continue
         pts = sorted(points)
-        ax.plot([x for x, _ in pts], [100 * y for _, y in pts], marker="o", label=method)
+        ax.plot(  # markers shrink method by method, so equal scores stay visible on each other
+            [x for x, _ in pts],
+            [100 * y for _, y in pts],
+            marker="osD^vx"[i % 6],
+            markersize=max(9 - 1.2 * i, 3),
+            markerfacecolor="none",
+            label=method,
+        )
         drawn = True
     if drawn:
         ax.legend(fontsize=8)
     else:
         _note_empty(ax, "no checkpoints")
-    ax.set_ylim(0, 105)
+    ax.set_ylim(-4, 104)  # a line at 0 stays above the axis
     ax.set_xlabel("stream queries processed")
     ax.set_ylabel(f"{metric} (%)")
     ax.set_title(f"Probe {metric} during self-evolution")
@@ -167,6 +174,8 @@ def plot_update_concentration(counts: Mapping[str, int], path: Path) -> Path:
 def plot_operation_mix(blocks: Sequence[BlockOperations], path: Path) -> Path:
     """Stacked bars per block: inserted, revised, retained, deleted and no-write queries."""
     plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
     fig, ax = plt.subplots(figsize=(3.8 + 0.5 * max(len(blocks), 4), 3.4))
     xs = [b.block for b in blocks]
     bottom = [0] * len(blocks)
@@ -177,6 +186,7 @@ def plot_operation_mix(blocks: Sequence[BlockOperations], path: Path) -> Path:
             ax.bar(xs, values, bottom=bottom, color=_OP_COLORS[op], label=label)
             bottom = [a + v for a, v in zip(bottom, values, strict=True)]
         ax.set_xticks(xs)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # query counts
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     else:
         _note_empty(ax, "no blocks")
