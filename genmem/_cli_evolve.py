@@ -44,6 +44,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--candidates", type=positive_int, default=8, help="candidate budget (8)")
     p.add_argument("--no-rerank", action="store_true", help="use candidates in their own order")
     p.add_argument("--memory-k", type=positive_int, default=5, help="entries a lookup returns (5)")
+    p.add_argument(
+        "--rerun-controls",
+        action="store_true",
+        help="run the frozen and none controls at every checkpoint even with a greedy model "
+        "(by default their t0 runs are reused: same graph, task and snapshot)",
+    )
     add_budget_arguments(p)
     p.add_argument("--out", required=True, help="output folder (rerun it to resume)")
     p.add_argument("--json", action="store_true", help="print one JSON summary object")
@@ -85,6 +91,7 @@ def _evolve(args: argparse.Namespace) -> int:
             max_steps=args.max_steps,
             max_new_tokens=args.max_new_tokens,
             seed=max(args.seed, 0),
+            rerun_controls=args.rerun_controls,
         )
     except ValueError as exc:
         raise CLIError(f"--methods: {first_error(exc)}") from None

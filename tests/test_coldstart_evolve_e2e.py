@@ -106,8 +106,14 @@ def test_coldstart_bank_then_online_evolution(tmp_path, monkeypatch, capsys) -> 
     assert [(e.sid, e.payload) for e in t0.entries()] == [
         (e["sid"], e["payload"]) for e in input_entries
     ]
-    frozen = [p for p in _lines(ev / "probes.jsonl") if p["method"] == "frozen"]
+    probes = _lines(ev / "probes.jsonl")
+    frozen = [p for p in probes if p["method"] == "frozen"]
     assert len(frozen) == 3 * PROBE
+    # The default model is greedy, so a control whose graph, task and snapshot did not change is
+    # not run again: frozen repeats sid's t0 run, and no SID run is ever a repeat.
+    assert all(p["reused_from"] == "t0/sid" and p["seconds"] == 0 for p in frozen)
+    assert all(p["reused_from"] is None for p in probes if p["method"] == "sid")
+    assert [c["reused"] for c in summary["checkpoints"] if c["method"] == "frozen"] == [PROBE] * 3
     for q in {p["id"] for p in frozen}:  # each probe query reads one address throughout
         assert len({p["sid"] for p in frozen if p["id"] == q}) == 1
     # Addressing invariance: the policy's own addresses did not move; the run's "occupied"

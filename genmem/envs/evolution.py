@@ -86,6 +86,11 @@ class EvolveConfig(BaseModel):
     max_steps: int = Field(default=3, ge=1)
     max_new_tokens: int | None = Field(default=None, ge=1)
     seed: int = Field(default=0, ge=0, description="Seed of the probe sample.")
+    rerun_controls: bool = Field(
+        default=False,
+        description="Run the frozen and no-memory controls at every checkpoint even when the "
+        "model decodes greedily (otherwise their unchanged t0 runs are reused).",
+    )
 
     @field_validator("methods", mode="before")
     @classmethod
@@ -126,6 +131,11 @@ class ProbeRecord(BaseModel):
     hits: dict[str, bool] | None = None
     seconds: float = 0.0
     error: str | None = None
+    reused_from: str | None = Field(
+        default=None,
+        description="'t<c>/<method>' when this row repeats a run with the same inputs (a greedy "
+        "model on the same snapshot) instead of running again; seconds is then 0.",
+    )
 
 
 class CheckpointScore(BaseModel):
@@ -141,6 +151,7 @@ class CheckpointScore(BaseModel):
     hit_at_1: float | None = None
     hit_at_5: float | None = None
     errors: int = 0
+    reused: int = Field(default=0, description="Rows that repeat an earlier run's result.")
 
 
 class EvolveSummary(BaseModel):
@@ -324,6 +335,7 @@ def run_evolution(
     (out / "logs").mkdir(exist_ok=True)
     streamed = {r["id"] for r in jsonl_rows(stream_path)}
     probed = {(r["checkpoint"], r["method"], r["id"]) for r in jsonl_rows(probe_path)}
+    reuse = _ProbeReuse(probe_path) if _repeatable(runner.chat, config) else None
     refs = dict(reference_sids or {})
     total = config.blocks * config.block_size + (config.blocks + 1) * len(probe) * len(
         config.methods
@@ -348,13 +360,60 @@ def run_evolution(
                 if (c, method, task.id) in probed:
                     continue
                 bar.set_postfix_str(f"t{c} {method} {task.id}")
-                state = runner.run(method, task, "no_memory" if url is None else "read_only", url)
-                append_jsonl(probe_path, _probe_record(c, method, task, state, refs, work.spec))
+                record = reuse.repeat(c, method, task.id) if reuse else None
+                if record is None:
+                    mode = "no_memory" if url is None else "read_only"
+                    state = runner.run(method, task, mode, url)
+                    record = _probe_record(c, method, task, state, refs, work.spec)
+                    if reuse:
+                        reuse.add(record)
+                append_jsonl(probe_path, record)
                 bar.update(1)
     bar.close()
     return _summarise(
         env, config, out, bank_url, work_url, probe, stream, snap_urls, started, runner
     )
+
+
+def _repeatable(chat: Any, config: EvolveConfig) -> bool:
+    """Whether a control's rerun would repeat its t0 run: a greedy model, unless told to rerun."""
+    return not config.rerun_controls and getattr(chat, "temperature", None) == 0
+
+
+class _ProbeReuse:
+    """Probe runs by their inputs, so a control whose inputs did not change is not run again.
+
+    A probe run's inputs are its graph, its task and the snapshot it reads: ``frozen`` reads
+    ``t0`` through the ``sid`` graph at every checkpoint and ``none`` reads nothing, so with a
+    greedy model their runs after the first repeat it exactly. Runs already in ``probes.jsonl``
+    (a resumed run) count too.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.done: dict[tuple[str, str, int | None], ProbeRecord] = {}
+        for row in jsonl_rows(path):
+            self.add(ProbeRecord.model_validate(row))
+
+    @staticmethod
+    def _key(c: int, method: str, task_id: str) -> tuple[str, str, int | None]:
+        graph = "sid" if method == "frozen" else method
+        snapshot = None if method == "none" else 0 if method == "frozen" else c
+        return graph, task_id, snapshot
+
+    def add(self, record: ProbeRecord) -> None:
+        """Remember a run that really ran (a failed run is never reused)."""
+        if record.reused_from is None and record.error is None:
+            self.done.setdefault(self._key(record.checkpoint, record.method, record.id), record)
+
+    def repeat(self, c: int, method: str, task_id: str) -> ProbeRecord | None:
+        """The record of an earlier run with the same inputs, as this checkpoint's row."""
+        earlier = self.done.get(self._key(c, method, task_id))
+        if earlier is None:
+            return None
+        source = f"t{earlier.checkpoint}/{earlier.method}"
+        return earlier.model_copy(
+            update={"checkpoint": c, "method": method, "seconds": 0.0, "reused_from": source}
+        )
 
 
 def _stream_record(i: int, block: int, task: Task, state: Mapping[str, Any]) -> StreamRecord:
@@ -442,6 +501,7 @@ def _checkpoint_scores(config: EvolveConfig, probes: list[ProbeRecord]) -> list[
                     hit_at_1=rate("hit_at_1"),
                     hit_at_5=rate("hit_at_5"),
                     errors=len(rows) - len(ok),
+                    reused=sum(p.reused_from is not None for p in rows),
                 )
             )
     return out
@@ -625,6 +685,14 @@ def summary_markdown(summary: EvolveSummary) -> str:
             f"| {b.block} | {b.queries} | {b.inserted} | {b.revised} | {b.retained} | "
             f"{b.deleted} | {b.no_write} | {edit} |"
         )
+    reused = sorted({s.method for s in summary.checkpoints if s.reused})
+    if reused:
+        lines += [
+            "",
+            f"Greedy model: the {' and '.join(reused)} rows after their first run repeat it "
+            "(same graph, task and snapshot; `reused_from` in probes.jsonl); "
+            "`--rerun-controls` runs them again.",
+        ]
     inv = summary.invariance
     lines += [
         "",

@@ -8,7 +8,15 @@ import pytest
 
 from genmem.cli import main
 from genmem.envs.base import Task
-from genmem.envs.evolution import EvolveConfig, _split, check_evolve_methods, working_copy
+from genmem.envs.evolution import (
+    EvolveConfig,
+    ProbeRecord,
+    _ProbeReuse,
+    _repeatable,
+    _split,
+    check_evolve_methods,
+    working_copy,
+)
 from genmem.memory.location import open_bank
 from tests.graph._banks import one_entry_bank
 
@@ -78,3 +86,42 @@ def test_evolve_cli_rejects_bad_input(tmp_path, capsys) -> None:
     missing = f"sqlite:///{tmp_path}/none.db?bank=nope"
     assert main(["evolve", "--bank", missing, *base[3:], "--dataset", "gsm8k", *out]) == 1
     assert open_bank(url).stats().events == 1  # nothing was written to the input
+
+
+def test_probe_reuse_repeats_only_runs_with_the_same_inputs(tmp_path) -> None:
+    path = tmp_path / "probes.jsonl"
+    done = ProbeRecord(checkpoint=0, method="none", id="q", score=1.0, seconds=3.0)
+    path.write_text(done.model_dump_json() + "\n")
+    reuse = _ProbeReuse(path)  # a resumed run: rows already written count
+    again = reuse.repeat(2, "none", "q")
+    assert again is not None and again.reused_from == "t0/none"
+    assert (again.checkpoint, again.method, again.score, again.seconds) == (2, "none", 1.0, 0.0)
+    assert reuse.repeat(2, "none", "other") is None
+
+    sid0 = ProbeRecord(checkpoint=0, method="sid", id="q", sid="<SID_L1_0>", seconds=2.0)
+    reuse.add(sid0)
+    for c in (0, 1, 3):  # frozen reads t0 through the sid graph at every checkpoint
+        row = reuse.repeat(c, "frozen", "q")
+        assert row is not None and row.sid == "<SID_L1_0>" and row.reused_from == "t0/sid"
+    assert reuse.repeat(1, "sid", "q") is None  # another snapshot: runs again
+    assert reuse.repeat(0, "greedy", "q") is None  # another graph
+    assert reuse.repeat(0, "tfidf", "q") is None
+
+    reuse.add(ProbeRecord(checkpoint=0, method="sid", id="f", error="boom"))
+    assert reuse.repeat(1, "frozen", "f") is None  # a failed run is never repeated
+    reuse.add(again.model_copy(update={"id": "r"}))  # nor is a repeat the source of another
+    assert reuse.repeat(3, "none", "r") is None
+
+
+def test_controls_are_reused_only_for_a_greedy_model() -> None:
+    config = EvolveConfig(blocks=1, block_size=1, probe_size=1)
+
+    class Model:
+        def __init__(self, temperature: float | None) -> None:
+            self.temperature = temperature
+
+    assert _repeatable(Model(0.0), config)
+    assert not _repeatable(Model(0.7), config)
+    assert not _repeatable(Model(None), config)  # unknown sampling: run everything
+    assert not _repeatable(object(), config)
+    assert not _repeatable(Model(0.0), config.model_copy(update={"rerun_controls": True}))

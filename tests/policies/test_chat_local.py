@@ -136,6 +136,10 @@ def test_real_model_chat_and_tool_calls(default_policy) -> None:
     assert isinstance(reply.content, str) and reply.content.strip()
     assert reply.usage_metadata["output_tokens"] <= 24
     assert reply.response_metadata["finish_reason"] in ("stop", "length")
+    # temperature 0 is greedy: the same prompt gives the same reply (evolution reuses control
+    # runs on that ground)
+    assert chat.temperature == 0
+    assert chat.invoke([HumanMessage("Say hello in one short sentence.")]).content == reply.content
 
     # a pinned tool: the reply is a call to it (or a malformed one, reported, never raised)
     forced = chat.bind_tools([LOOKUP], tool_choice="memory_lookup").invoke("Find memory for: 2+2")
