@@ -304,7 +304,7 @@ def plot_code_utilisation(stats: BankStatistics, path: Path) -> Path:
         )
         ax.set_xlabel("code rank (most used first)")
         ax.set_ylabel("share")
-        ax.legend(fontsize=7, loc="upper right")
+        ax.legend(fontsize=7, loc="best")
     for ax in flat[n:]:
         ax.set_visible(False)
     fig.tight_layout()
