@@ -5,15 +5,15 @@
 #
 #   bash bench/coldstart_evolve.sh OUT [LIMIT] [BLOCKS] [BLOCK_SIZE] [PROBE]
 #
-# Defaults: 40 problems x 2 attempts; 4 blocks x 5 queries, probe 5. Extra options for both
+# Defaults: 100 problems x 2 attempts; 5 blocks x 20 queries, probe 5: about 2 hours on 2 CPU
+# cores with the embedded 135M model (bench/README.md has the figures). Extra options for both
 # commands (e.g. --model vllm:http://gpu:8000/v1#Qwen/Qwen2.5-7B-Instruct) go in $GENMEM_ARGS;
-# the caps ($GENMEM_CAPS, default: 1 planner step, 48-token replies) keep a CPU run of the
-# embedded 135M model to several hours.
+# the caps ($GENMEM_CAPS, default: 1 planner step, 48-token replies) keep a CPU run that short.
 set -euo pipefail
 OUT=${1:?usage: coldstart_evolve.sh OUT [LIMIT] [BLOCKS] [BLOCK_SIZE] [PROBE]}
-LIMIT=${2:-40}
-BLOCKS=${3:-4}
-BLOCK_SIZE=${4:-5}
+LIMIT=${2:-100}
+BLOCKS=${3:-5}
+BLOCK_SIZE=${4:-20}
 PROBE=${5:-5}
 CAPS=${GENMEM_CAPS:---max-steps 1 --max-new-tokens 48}
 read -r -a EXTRA <<< "${GENMEM_ARGS:-}"
