@@ -334,8 +334,9 @@ def run_evolution(
     (out / "snapshots").mkdir(exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
     streamed = {r["id"] for r in jsonl_rows(stream_path)}
-    probed = {(r["checkpoint"], r["method"], r["id"]) for r in jsonl_rows(probe_path)}
-    reuse = _ProbeReuse(probe_path) if _repeatable(runner.chat, config) else None
+    probe_rows = [ProbeRecord.model_validate(r) for r in jsonl_rows(probe_path)]
+    probed = {(r.checkpoint, r.method, r.id) for r in probe_rows}
+    reuse = _ProbeReuse(probe_rows) if _repeatable(runner.chat, config) else None
     refs = dict(reference_sids or {})
     total = config.blocks * config.block_size + (config.blocks + 1) * len(probe) * len(
         config.methods
@@ -389,10 +390,10 @@ class _ProbeReuse:
     (a resumed run) count too.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, records: Sequence[ProbeRecord] = ()) -> None:
         self.done: dict[tuple[str, str, int | None], ProbeRecord] = {}
-        for row in jsonl_rows(path):
-            self.add(ProbeRecord.model_validate(row))
+        for record in records:
+            self.add(record)
 
     @staticmethod
     def _key(c: int, method: str, task_id: str) -> tuple[str, str, int | None]:

@@ -88,11 +88,9 @@ def test_evolve_cli_rejects_bad_input(tmp_path, capsys) -> None:
     assert open_bank(url).stats().events == 1  # nothing was written to the input
 
 
-def test_probe_reuse_repeats_only_runs_with_the_same_inputs(tmp_path) -> None:
-    path = tmp_path / "probes.jsonl"
+def test_probe_reuse_repeats_only_runs_with_the_same_inputs() -> None:
     done = ProbeRecord(checkpoint=0, method="none", id="q", score=1.0, seconds=3.0)
-    path.write_text(done.model_dump_json() + "\n")
-    reuse = _ProbeReuse(path)  # a resumed run: rows already written count
+    reuse = _ProbeReuse([done])  # a resumed run: rows already written count
     again = reuse.repeat(2, "none", "q")
     assert again is not None and again.reused_from == "t0/none"
     assert (again.checkpoint, again.method, again.score, again.seconds) == (2, "none", 1.0, 0.0)
