@@ -59,6 +59,10 @@ class Environment(ABC):
     """The metrics :meth:`score` reports, in table order."""
     experience_type: str = "reasoning"
     """What its experiences teach: ``reasoning``, ``factual`` (QA) or ``sop`` (interactive)."""
+    outcome_observable: bool = False
+    """Whether the agent itself can observe how a run went (a game's won flag, a shop's
+    reward). False when only a comparison with the hidden reference could tell: then no agent
+    may be told the outcome (:meth:`signal` gives None)."""
 
     @abstractmethod
     def tasks(self, limit: int | None = None) -> list[Task]:
@@ -77,3 +81,14 @@ class Environment(ABC):
     @abstractmethod
     def score(self, task: Task, answer: str | None) -> Outcome:
         """Score the final ``answer`` (interactive environments read their episode instead)."""
+
+    def signal(self, outcome: Outcome) -> str | None:
+        """What an agent may be told of a run's ``outcome``: the environment's own verdict.
+
+        ``"success"`` / ``"failure"`` when :attr:`outcome_observable`, else None: a score
+        against a reference is for evaluation only and never reaches an agent (MemEvolver's
+        prompt included).
+        """
+        if not self.outcome_observable:
+            return None
+        return "success" if outcome.success else "failure"

@@ -257,6 +257,7 @@ class TextGameEnvironment(Environment):
 
     metric_names = ("success",)
     tool_prefix = "game"
+    outcome_observable = True  # the episode itself says whether it was won
     game_name = "text"
 
     def __init__(self, *, max_steps: int) -> None:

@@ -335,6 +335,7 @@ class WebShopEnvironment(Environment):
     name = "webshop"
     experience_type = "sop"
     metric_names = ("score", "success")
+    outcome_observable = True  # the shop pays its reward to the agent
 
     def __init__(
         self,
