@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from genmem.errors import GenMemError, InvalidSID
 from genmem.memory.bank import Bank
+from genmem.memory.data_block import data_block
 from genmem.memory.records import LookupResult
 
 __all__ = [
@@ -45,11 +46,6 @@ class MemoryLookupInput(BaseModel):
     )
 
 
-def _escape(payload: str) -> str:
-    # A payload is data: it must not be able to close the delimiter it is wrapped in.
-    return re.sub(rf"<(/?){_TAG}", lambda m: f"&lt;{m.group(1)}{_TAG}", payload)
-
-
 def format_lookup_results(results: list[LookupResult], levels: int) -> str:
     """Render lookup results for a model, payloads delimited as retrieved data."""
     lines = [
@@ -72,9 +68,10 @@ def format_lookup_results(results: list[LookupResult], levels: int) -> str:
             )
         else:
             lines.append(f"[{i}] {r.query}: no entry at this address or under its prefixes.")
-        for h in r.hits:
-            attrs = f'sid="{h.sid}" match_depth="{h.match_depth}" version="{h.version}"'
-            lines.append(f"<{_TAG} {attrs}>\n{_escape(h.payload)}\n</{_TAG}>")
+        lines += [
+            data_block(_TAG, h.payload, sid=h.sid, match_depth=h.match_depth, version=h.version)
+            for h in r.hits
+        ]
     return "\n".join(lines)
 
 
