@@ -8,7 +8,10 @@ No binaries: the tests skip, except under ``CI=true``, where they fail (CI must 
 against a real server; ``.ci/postgres.sh`` installs one).
 
 Each test gets a fresh schema (:func:`fresh_schema`), selected through ``search_path``; schemas
-are dropped at the end of the session.
+are dropped at the end of the session. ``fresh_schema(icu=True)`` puts the schema in a second
+database whose default collation is ICU ``en-US`` (created once, kept on an external server), as
+most managed servers are configured: there ``'00003.00001.' < '00003.~'`` is false, so code that
+relies on byte order of text fails there and passes on the throwaway server's C database.
 """
 
 from __future__ import annotations
@@ -27,9 +30,18 @@ from typing import Any
 import pytest
 
 ENV_URL = "GENMEM_TEST_POSTGRES_URL"
+ICU_DATABASE = "genmem_test_icu"
 
 _lock = threading.Lock()
-_state: dict[str, Any] = {"url": None, "error": None, "dir": None, "bin": None, "schemas": []}
+_state: dict[str, Any] = {
+    "url": None,
+    "error": None,
+    "dir": None,
+    "bin": None,
+    "schemas": [],
+    "icu_url": None,
+    "icu_error": None,
+}
 
 
 def _binaries() -> Path | None:
@@ -106,22 +118,75 @@ def server_url() -> str:
             except (RuntimeError, OSError, LookupError, subprocess.SubprocessError) as exc:
                 _state["error"] = str(exc)
     if _state["error"] is not None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI must test against PostgreSQL: {_state['error']}", pytrace=False)
-        pytest.skip(f"PostgreSQL unavailable: {_state['error']}")
+        _unavailable(f"PostgreSQL unavailable: {_state['error']}")
     return _state["url"]
 
 
-def fresh_schema() -> str:
-    """A conninfo for a new, empty schema on the test server (dropped by :func:`stop`)."""
+def _unavailable(reason: str) -> None:
+    """Skip, or fail under ``CI=true``: CI must run the PostgreSQL suite, never skip it."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI must test against PostgreSQL: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def icu_url() -> str:
+    """The URL of the test server's database with an ICU ``en-US`` default collation."""
+    import psycopg
+
+    url = server_url()
+    with _lock:
+        if _state["icu_url"] is None and _state["icu_error"] is None:
+            try:
+                _state["icu_url"] = _icu_database(url)
+            except (psycopg.Error, RuntimeError) as exc:
+                _state["icu_error"] = f"{type(exc).__name__}: {exc}"
+    if _state["icu_error"] is not None:
+        _unavailable(
+            "no ICU en-US database on the test server (needs PostgreSQL 15+ built with ICU): "
+            + _state["icu_error"]
+        )
+    return _state["icu_url"]
+
+
+def _icu_database(url: str) -> str:
     import psycopg
     from psycopg.conninfo import make_conninfo
 
-    url = server_url()
+    with psycopg.connect(url, autocommit=True) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (ICU_DATABASE,)
+        ).fetchone()
+        if exists is None:
+            # LOCALE_PROVIDER needs PostgreSQL 15 and a server built with ICU (Debian's is).
+            try:
+                conn.execute(
+                    f"CREATE DATABASE {ICU_DATABASE} TEMPLATE template0 ENCODING 'UTF8' "
+                    "LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C'"
+                )
+            except psycopg.errors.DuplicateDatabase:
+                pass  # another test process created it first
+    icu = make_conninfo(url, dbname=ICU_DATABASE)
+    with psycopg.connect(icu, autocommit=True) as conn:
+        # Prove the database really orders text the way that breaks byte-order assumptions.
+        byte_order = conn.execute("SELECT '00003.00001.' < '00003.~'").fetchone()[0]
+    if byte_order:
+        raise RuntimeError(f"database {ICU_DATABASE!r} compares text byte-wise, not as ICU en-US")
+    return icu
+
+
+def fresh_schema(*, icu: bool = False) -> str:
+    """A conninfo for a new, empty schema on the test server (dropped by :func:`stop`).
+
+    ``icu=True``: in the database whose default collation is ICU ``en-US``.
+    """
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    url = icu_url() if icu else server_url()
     name = f"genmem_test_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{name}"')
-    _state["schemas"].append(name)
+    _state["schemas"].append((url, name))
     # '-cNAME=VALUE' without a space: location.py re-encodes a URL's query with '+' for spaces,
     # which libpq does not decode.
     return make_conninfo(url, options=f"-csearch_path={name}")
@@ -148,9 +213,10 @@ def stop() -> None:
     if schemas and _state["url"] and _state["dir"] is None:  # an external server: clean up
         import psycopg
 
-        with psycopg.connect(_state["url"], autocommit=True) as conn:
-            for name in schemas:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        for url in dict.fromkeys(u for u, _ in schemas):
+            with psycopg.connect(url, autocommit=True) as conn:
+                for name in (n for u, n in schemas if u == url):
+                    conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
     root, bindir = _state["dir"], _state["bin"]
     if root is not None:
         try:
@@ -158,4 +224,4 @@ def stop() -> None:
         except subprocess.SubprocessError:
             pass  # already gone; the directory goes anyway
         shutil.rmtree(root, ignore_errors=True)
-    _state.update(url=None, error=None, dir=None, bin=None)
+    _state.update(url=None, error=None, dir=None, bin=None, icu_url=None, icu_error=None)

@@ -52,6 +52,13 @@ def _postgres(tmp_path) -> BankStore:
     return PostgresBankStore(_postgres.fresh_schema())
 
 
+def _postgres_icu(tmp_path) -> BankStore:
+    from genmem.memory.postgres_store import PostgresBankStore
+    from tests import _postgres
+
+    return PostgresBankStore(_postgres.fresh_schema(icu=True))
+
+
 def _langgraph_memory(tmp_path) -> BankStore:
     from langgraph.store.memory import InMemoryStore
 
@@ -67,28 +74,36 @@ def _langgraph_sqlite(tmp_path) -> BankStore:
     return LangGraphBankStore.from_url(parse_bank_url(f"langgraph+sqlite:///{tmp_path}/lg.db"))
 
 
-def _langgraph_postgres(tmp_path) -> BankStore:
+def _langgraph_postgres(tmp_path, *, icu: bool = False) -> BankStore:
     from genmem.memory.langgraph_store import LangGraphBankStore
     from genmem.memory.location import BankURL
     from tests import _postgres
 
-    conninfo = _postgres.fresh_schema()
+    conninfo = _postgres.fresh_schema(icu=icu)
     return LangGraphBankStore.from_url(
         BankURL("langgraph+postgresql", conninfo, "default", "langgraph+postgresql://test")
     )
 
 
+def _langgraph_postgres_icu(tmp_path) -> BankStore:
+    return _langgraph_postgres(tmp_path, icu=True)
+
+
 # Every backend the shared suite runs on: name -> factory(tmp_path) -> a fresh, empty store.
+# The "-icu" ones live in a database whose default collation is ICU en-US, as on most managed
+# servers, where text does not compare byte-wise.
 BACKENDS = {
     "sqlite-file": _sqlite_file,
     "sqlite-memory": _sqlite_memory,
     "postgres": _postgres,
+    "postgres-icu": _postgres_icu,
     "langgraph-memory": _langgraph_memory,
     "langgraph-sqlite": _langgraph_sqlite,
     "langgraph-postgres": _langgraph_postgres,
+    "langgraph-postgres-icu": _langgraph_postgres_icu,
 }
 # Backends that need a real server carry the ``integration`` marker.
-INTEGRATION = {"postgres", "langgraph-postgres"}
+INTEGRATION = {"postgres", "postgres-icu", "langgraph-postgres", "langgraph-postgres-icu"}
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -5,8 +5,11 @@ psycopg. Tables:
 
 * ``genmem_banks``: one row per bank, its :class:`BankInfo` as JSON.
 * ``genmem_versions``: every version ever written, keyed by ``(bank_id, skey, version)``.
-  ``skey`` is :func:`genmem.memory.store.sort_key` of the SID: zero-padded codes, so string
-  order is code order and a prefix query is a range scan.
+  ``skey`` is :func:`genmem.memory.store.sort_key` of the SID: zero-padded codes, so byte
+  order is code order and a prefix query is a range scan. Keys (and bank ids) compare
+  byte-wise whatever the database's collation: SQLite's default ``BINARY`` does, and on
+  PostgreSQL migration 2 gives the columns ``COLLATE "C"`` (under ICU or glibc ``en_US``
+  ``'00003.00001.' < '00003.~'`` is false, which emptied every prefix range).
 * ``genmem_slots``: the current version of each slot and whether it is live, for lookups.
 * ``genmem_events``: the append-only log; ``seq`` is store-wide and increasing.
 """
@@ -21,12 +24,15 @@ from genmem.memory.records import BankInfo, Event, Version
 from genmem.memory.store import sort_key
 
 Dialect = Literal["sqlite", "postgres"]
+Migration = str | dict[Dialect, str]
+"""One schema change: a script for both dialects, or one per dialect ("" for none)."""
 
 __all__ = [
     "EVENT_COLS",
     "MIGRATIONS",
     "VERSION_COLS",
     "Dialect",
+    "Migration",
     "event_from_row",
     "info_params",
     "migrations",
@@ -37,7 +43,7 @@ __all__ = [
 ]
 
 # Append-only: never edit a released migration, add a new one.
-MIGRATIONS: list[str] = [
+MIGRATIONS: list[Migration] = [
     """
     CREATE TABLE IF NOT EXISTS genmem_banks (
         bank_id TEXT PRIMARY KEY,
@@ -78,6 +84,16 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX IF NOT EXISTS genmem_events_bank ON genmem_events (bank_id, seq);
     """,
+    # 2: keys compare byte-wise, so prefix ranges and ORDER BY are code order on a database
+    # whose default collation is not C. Rebuilds the indexes on those columns; keeps the rows.
+    {
+        "sqlite": "",  # BINARY, SQLite's default collation, already compares bytes
+        "postgres": """
+        ALTER TABLE genmem_versions ALTER COLUMN skey TYPE TEXT COLLATE "C";
+        ALTER TABLE genmem_slots ALTER COLUMN skey TYPE TEXT COLLATE "C";
+        ALTER TABLE genmem_banks ALTER COLUMN bank_id TYPE TEXT COLLATE "C";
+        """,
+    },
 ]
 
 _TYPES = {
@@ -89,7 +105,8 @@ _TYPES = {
 def migrations(dialect: Dialect) -> list[list[str]]:
     """Each migration as a list of single statements for ``dialect``."""
     out = []
-    for script in MIGRATIONS:
+    for migration in MIGRATIONS:
+        script = migration if isinstance(migration, str) else migration[dialect]
         text = script.format(**_TYPES[dialect])
         out.append([s.strip() for s in text.split(";") if s.strip()])
     return out
@@ -167,7 +184,7 @@ SNAPSHOT_SLOTS = (
 def prefix_range(prefix: Sequence[int]) -> tuple[str, str]:
     """``[lo, hi)`` bounds on ``skey`` that select exactly the SIDs under ``prefix``."""
     lo = sort_key(prefix)
-    return lo, lo + "~"  # '~' sorts after the digits and '.' used in keys
+    return lo, lo + "~"  # byte-wise, '~' sorts after the digits and '.' used in keys
 
 
 def version_from_row(row: Sequence[Any]) -> Version:

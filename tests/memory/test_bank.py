@@ -239,6 +239,15 @@ def test_banks_are_isolated(store) -> None:
         store.bank("three")
 
 
+def test_banks_are_listed_in_byte_order_of_their_ids(store) -> None:
+    # Punctuation orders differently under ICU en-US ('_' before '-' before '.'); every backend
+    # must list the way Python sorts strings.
+    ids = ["b", "a_b", "a.b", "a-b", "A", "a9", "ab"]
+    for bank_id in ids:
+        store.create_bank(bank_id, spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
+    assert [b.bank_id for b in store.list_banks()] == sorted(ids)
+
+
 def test_codebook_hash_is_enforced(store) -> None:
     bank = store.create_bank("b", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
     with pytest.raises(BankExists):

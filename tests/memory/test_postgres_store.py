@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pytest
 
 from genmem.errors import GenMemError, SlotEmpty, SlotOccupied
+from genmem.memory._sql import MIGRATIONS
 from genmem.memory.location import open_bank
 from genmem.memory.sid import DEFAULT_SPEC
 from genmem.memory.store import RetryableWrite
@@ -225,7 +226,62 @@ def test_setup_is_idempotent_and_safe_in_parallel(conninfo: str) -> None:
         t.join()
     assert not errors
     with psycopg.connect(conninfo) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM genmem_schema").fetchone()[0] == 1
+        applied = conn.execute("SELECT COUNT(*) FROM genmem_schema").fetchone()[0]
+    assert applied == len(MIGRATIONS)
+
+
+def _populate(bank) -> list[str]:
+    """Entries under several prefixes, a revision and a deletion; returns the live SIDs, sorted."""
+    sids = [DEFAULT_SPEC.make(c) for c in [(3, 1, 2, 0), (3, 1, 2, 5), (3, 9, 0, 0), (40, 0, 0, 1)]]
+    for s in sids:
+        bank.insert(s, f"text of {s}")
+    bank.revise(sids[0], "revised")
+    bank.revise(sids[3], "")
+    return [str(s) for s in sorted(sids[:3])]
+
+
+@integration
+def test_migration_makes_prefix_queries_byte_wise_on_an_existing_icu_database(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import io
+
+    import psycopg
+
+    from genmem.memory import _sql
+
+    conninfo = _postgres.fresh_schema(icu=True)
+    # The schema exactly as a release with only the first migration left it, with data in it.
+    monkeypatch.setattr(_sql, "MIGRATIONS", MIGRATIONS[:1])
+    with _store(conninfo) as old:
+        bank = old.create_bank("default", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
+        live = _populate(bank)
+        assert bank.occupied() == []  # the defect: no key falls inside [lo, lo || '~')
+        before = io.StringIO()
+        bank.export_jsonl(before)
+    monkeypatch.undo()
+
+    with _store(conninfo) as new:  # opening applies the pending migration
+        bank = new.bank("default")
+        assert [str(s) for s in bank.occupied()] == live
+        assert [e.sid for e in bank.entries((3, 1))] == live[:2]
+        [near] = bank.lookup(["<SID_L1_3><SID_L2_1><SID_L3_2><SID_L4_7>"])
+        assert [h.sid for h in near.hits] == live[:2] and near.hits[0].payload == "revised"
+        assert bank.stats().occupied_prefixes == [1, 2, 2, 3]
+        after = io.StringIO()
+        bank.export_jsonl(after)
+        assert after.getvalue() == before.getvalue()  # nothing lost or changed
+        assert bank.check() == []
+    with psycopg.connect(conninfo) as conn:
+        collations = conn.execute(
+            "SELECT table_name, column_name, collation_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND column_name IN ('skey', 'bank_id') "
+            "AND table_name IN ('genmem_versions', 'genmem_slots', 'genmem_banks')"
+        ).fetchall()
+        applied = conn.execute("SELECT MAX(version) FROM genmem_schema").fetchone()[0]
+    assert {c for _, col, c in collations if col == "skey"} == {"C"}
+    assert ("genmem_banks", "bank_id", "C") in collations
+    assert applied == len(MIGRATIONS)
 
 
 @dataclass

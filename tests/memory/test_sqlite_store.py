@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import sqlite3
@@ -11,6 +12,7 @@ import textwrap
 import time
 from pathlib import Path
 
+from genmem.memory._sql import MIGRATIONS
 from genmem.memory.sid import DEFAULT_SPEC
 from genmem.memory.sqlite_store import SQLiteBankStore
 from tests.conftest import TEST_HASH
@@ -116,5 +118,29 @@ def test_setup_is_idempotent(tmp_path: Path) -> None:
         assert store.bank("default").stats().entries == 2
         store.close()
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT COUNT(*) FROM genmem_schema").fetchone()[0] == 1
+    assert conn.execute("SELECT COUNT(*) FROM genmem_schema").fetchone()[0] == len(MIGRATIONS)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_file_from_the_first_release_opens_unchanged(tmp_path: Path, monkeypatch) -> None:
+    from genmem.memory import _sql
+
+    path = tmp_path / "old.db"
+    monkeypatch.setattr(_sql, "MIGRATIONS", MIGRATIONS[:1])  # as the first release left it
+    _seed(path)
+    old = SQLiteBankStore(path)
+    old.bank("default").revise(SIDS[0], "")
+    exported = io.StringIO()
+    old.bank("default").export_jsonl(exported)
+    monkeypatch.undo()
+    new = SQLiteBankStore(path)
+    bank = new.bank("default")
+    again = io.StringIO()
+    bank.export_jsonl(again)
+    assert again.getvalue() == exported.getvalue()
+    assert [str(s) for s in bank.occupied((1, 2))] == [SIDS[1]]
+    assert bank.check() == []
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT MAX(version) FROM genmem_schema").fetchone()[0] == len(MIGRATIONS)
+    new.close()
+    old.close()
