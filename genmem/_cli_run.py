@@ -30,7 +30,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--bank", required=True, help="bank URL, e.g. sqlite:///bank.db?bank=gsm8k")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--data", help="JSONL of {query|question, reference|answer(s), id}")
+    src.add_argument(
+        "--data",
+        help="JSONL of {query|question, reference|answer(s), id, outcome}: the reference only "
+        "scores answers; an optional outcome is your own verdict, which MemEvolver may see",
+    )
     src.add_argument("--dataset", choices=DATASETS, help="a bundled dataset")
     p.add_argument("--limit", type=positive_int, help="first N queries only")
     p.add_argument("--out", required=True, help="output folder")

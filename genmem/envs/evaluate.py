@@ -176,6 +176,9 @@ def evaluate(
     def scorer(answer: str | None, reference: Any) -> float:
         return env.score(current["task"], answer).score
 
+    def observer(answer: str | None) -> str | None:
+        return env.signal(env.score(current["task"], answer))
+
     chat = model
     if chat is None:
         chat = capped_chat_model(settings.model, settings.max_new_tokens)
@@ -197,6 +200,8 @@ def evaluate(
                 research_tools=tools.research,
                 interactor_tools=tools.interactor,
                 scorer=scorer,
+                # Only an environment's own verdict may reach MemEvolver, never the score.
+                observer=observer if env.outcome_observable else None,
             ).compile()
             context: dict[str, Any] = {
                 "max_steps": settings.max_steps,

@@ -258,8 +258,13 @@ class _Runner:
                 research_tools=self.tools.research,
                 interactor_tools=self.tools.interactor,
                 scorer=lambda answer, reference: self.env.score(self.current["task"], answer).score,
+                # Only an environment's own verdict may reach MemEvolver, never the score.
+                observer=self._observe if self.env.outcome_observable else None,
             ).compile()
         return self.graphs[key]
+
+    def _observe(self, answer: str | None) -> str | None:
+        return self.env.signal(self.env.score(self.current["task"], answer))
 
     def run(self, method: str, task: Task, mode: str, bank_url: str | None) -> dict[str, Any]:
         """One run of ``task``; the final state plus ``outcome`` (or ``error``) and ``seconds``."""

@@ -65,7 +65,9 @@ class RunSummary(BaseModel):
 def load_queries(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
     """Queries from a JSONL file: ``query`` or ``question``; ``reference``/``answer(s)``; ``id``.
 
-    A GSM8K-style ``answer`` ending in ``#### <number>`` becomes that number.
+    A GSM8K-style ``answer`` ending in ``#### <number>`` becomes that number. An optional
+    ``outcome`` (e.g. ``"success"``) is the caller's own verdict on the task, which MemEvolver may
+    see; the reference is only ever used for scoring.
     """
     from genmem.envs.bundled import read_jsonl
     from genmem.envs.gsm8k import gold_number
@@ -78,7 +80,13 @@ def load_queries(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
         ref = row.get("reference", row.get("answers", row.get("answer")))
         if isinstance(ref, str) and "####" in ref:
             ref = gold_number(ref)
-        rows.append({"id": str(row.get("id", f"{path.stem}-{n}")), "query": text, "reference": ref})
+        outcome = row.get("outcome")
+        if outcome is not None and (not isinstance(outcome, str) or not outcome.strip()):
+            raise ValueError(f"{path}:{n}: 'outcome' must be a non-empty string when given")
+        item = {"id": str(row.get("id", f"{path.stem}-{n}")), "query": text, "reference": ref}
+        if outcome is not None:
+            item["outcome"] = outcome.strip()
+        rows.append(item)
         if limit is not None and len(rows) >= limit:
             break
     return rows
@@ -115,8 +123,9 @@ def run_stream(
     for q in bar:
         started = time.perf_counter()
         payload = {"query": q["query"], "mode": mode}
-        if q.get("reference") is not None:
-            payload["reference"] = q["reference"]
+        for key in ("reference", "outcome"):
+            if q.get(key) is not None:
+                payload[key] = q[key]
         try:
             state = app.invoke(payload, context=context)
             fields = {k: v for k, v in state.items() if k in QueryRecord.model_fields}

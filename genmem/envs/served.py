@@ -1,8 +1,10 @@
 """Closed-loop graphs with an environment's scorer attached, for ``langgraph dev``.
 
 The graph layer cannot import environments, so the scored variants live here: send
-``{"query": ..., "reference": <gold answer>}`` and the loop scores the answer, sets the outcome
-and evolves memory from it. Built lazily: the default model loads on the first run, not here.
+``{"query": ..., "reference": <gold answer>}`` and the loop scores the answer (``score`` in the
+output, for evaluation). The reference and the score never reach an agent: MemEvolver evolves
+memory from the trajectory alone, or from an ``outcome`` the caller passes in (an environment's
+own signal). Built lazily: the default model loads on the first run, not here.
 """
 
 from __future__ import annotations

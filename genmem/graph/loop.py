@@ -2,11 +2,14 @@
 
 - ``retrieve`` runs MemRetriever (generate an SID, ``memory_lookup``, rewrite into support);
 - ``execute`` runs StackPlanner on the query with that support;
-- ``assess`` turns what is known about the outcome into ``success`` / ``failure``: an outcome
-  given with the input (an environment's own signal), or the score of the answer against a
-  ``reference`` when the graph has a scorer. The reference is used for scoring only; no agent
-  ever sees it;
-- ``evolve`` runs MemEvolver on the trajectory and the outcome, which may write one update.
+- ``assess`` scores the answer against a ``reference`` when the graph has a scorer (``score``,
+  for evaluation only), and settles ``outcome``: what the agents may be told about the run. That
+  is an outcome given with the input, or the environment's own verdict from ``observer`` (a
+  game's won flag, a shop's reward), and nothing else. A score against a reference is never
+  turned into an outcome: the online protocol gives no agent access to held-out answers, so
+  neither the reference nor a verdict derived from it ever reaches a prompt;
+- ``evolve`` runs MemEvolver on the trajectory and that outcome (None: MemEvolver is told
+  nothing about success), which may write one update.
 
 Modes, per run (input ``mode``): ``evolve`` (everything, the default), ``read_only`` (retrieve
 and execute, never write: for probes), ``no_memory`` (execute only: the baseline). The bank is
@@ -43,6 +46,7 @@ __all__ = [
     "GenMemState",
     "LoopContext",
     "Mode",
+    "Observer",
     "Scorer",
     "build_genmem_graph",
     "graph",
@@ -50,7 +54,11 @@ __all__ = [
 
 
 Scorer = Callable[[str | None, Any], float]
-"""Scores an answer against a reference, in [0, 1]."""
+"""Scores an answer against a reference, in [0, 1] (for evaluation; never shown to an agent)."""
+
+Observer = Callable[[str | None], str | None]
+"""The environment's own verdict on a finished run's answer (``"success"`` / ``"failure"``, e.g.
+from a game's won flag), or None when the environment has none. Never a reference comparison."""
 
 
 class GenMemInput(TypedDict, total=False):
@@ -59,9 +67,9 @@ class GenMemInput(TypedDict, total=False):
     query: str
     mode: Mode
     reference: Any
-    """The gold answer, for scoring only (never shown to an agent)."""
+    """The gold answer, for scoring only (never shown to an agent, nor any verdict from it)."""
     outcome: str | None
-    """The environment's own verdict, when it has one (overrides scoring)."""
+    """The environment's own verdict, when the caller has one (passed to MemEvolver)."""
 
 
 class GenMemOutput(TypedDict, total=False):
@@ -80,7 +88,9 @@ class GenMemOutput(TypedDict, total=False):
     status: str
     trajectory: dict[str, Any]
     score: float | None
+    """The answer's score against the reference (evaluation only)."""
     outcome: str | None
+    """What MemEvolver was told about the run: a given or observed outcome, never the score."""
     update_sid: str | None
     decision: dict[str, Any] | None
     update: dict[str, Any] | None
@@ -111,11 +121,14 @@ def build_genmem_graph(
     research_tools: Sequence[BaseTool] = (),
     interactor_tools: Sequence[BaseTool] = (),
     scorer: Scorer | None = None,
-    success_threshold: float = 1.0,
+    observer: Observer | None = None,
 ) -> StateGraph:
-    """The uncompiled closed-loop graph; ``models`` sets a model per role (else ``model``)."""
-    if not 0.0 < success_threshold <= 1.0:
-        raise ValueError(f"success_threshold={success_threshold}: use a value in (0, 1]")
+    """The uncompiled closed-loop graph; ``models`` sets a model per role (else ``model``).
+
+    ``scorer`` scores answers against the input's ``reference`` (the ``score`` output, for
+    evaluation); ``observer`` gives the environment's own verdict, the only outcome MemEvolver
+    may see besides one passed in with the input.
+    """
 
     def role(name: str) -> BaseChatModel | str:
         return models.model(name) if models is not None else model  # type: ignore[arg-type]
@@ -174,16 +187,12 @@ def build_genmem_graph(
         }
 
     def assess(state: GenMemState) -> dict[str, Any]:
-        given = state.get("outcome")
         score: float | None = None
         if scorer is not None and state.get("reference") is not None:
             score = float(scorer(state.get("answer"), state["reference"]))
-        if given:
-            outcome: str | None = given
-        elif score is not None:
-            outcome = "success" if score >= success_threshold else "failure"
-        else:
-            outcome = None
+        outcome = state.get("outcome") or None
+        if outcome is None and observer is not None:
+            outcome = observer(state.get("answer"))
         return {"score": score, "outcome": outcome}
 
     def evolve(state: GenMemState, runtime: Runtime[LoopContext]) -> dict[str, Any]:

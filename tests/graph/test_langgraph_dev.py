@@ -289,9 +289,10 @@ def test_closed_loop_run_reads_and_writes_the_named_bank(
         f"evolve_error={out.get('evolve_error')}"
     )
 
-    # Assess: the served GSM8K scorer judged the answer against the gold number.
+    # Assess: the served GSM8K scorer judged the answer against the gold number, and that
+    # verdict stays out of the agents' reach (no outcome for MemEvolver).
     assert out["score"] in (0.0, 1.0)
-    assert out["outcome"] == ("success" if out["score"] == 1.0 else "failure")
+    assert out["outcome"] is None
 
     # Execute: a real answer and a structured trajectory of the question asked.
     assert isinstance(out["answer"], str) and out["answer"].strip()

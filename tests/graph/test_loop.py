@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -25,9 +26,12 @@ class RecordingFake(FakeListChatModel):
     """A FakeListChatModel that keeps every prompt it was given."""
 
     prompts: list[str] = Field(default_factory=list)
+    inputs: list[str] = Field(default_factory=list)
+    """Each call's messages without the system prompt: what the run put in front of the model."""
 
     def _call(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[override]
         self.prompts.append("\n".join(str(m.content) for m in messages))
+        self.inputs.append("\n".join(str(m.content) for m in messages if m.type != "system"))
         return super()._call(messages, stop, run_manager, **kwargs)
 
 
@@ -56,15 +60,30 @@ def test_evolve_mode_retrieves_executes_and_writes(bank_url) -> None:
     chat, app = _app([*RETRIEVE, *EXECUTE, *FINISH, revise_reply("One item's price, times count.")])
     out = app.invoke({"query": Q, "reference": "6"}, context={"bank_url": bank_url})
     assert out["sid"] == str(A) and out["support"] == "Price of one, times the count."
-    assert out["answer"] == "6" and out["score"] == 1.0 and out["outcome"] == "success"
+    assert out["answer"] == "6" and out["score"] == 1.0 and out["outcome"] is None
     assert out["update"]["outcome"] == "revised" and out["update_sid"] == str(A)
     assert [e["node"] for e in out["events"]] == ["mem_retriever", "stackplanner", "mem_evolver"]
     bank = open_bank(bank_url)
     assert len(bank.history(A)) == 2 and bank.get(A).actor == "mem_evolver"
-    # The reference is used for scoring only: no prompt ever contains it.
+    # The reference is used for scoring only: no prompt ever contains it, nor a verdict from it.
     assert not any("reference" in p.lower() for p in chat.prompts)
     evolver_prompt = chat.prompts[-1]
-    assert "success" in evolver_prompt and "[0] coordinator delegate" in evolver_prompt
+    assert "[0] coordinator delegate" in evolver_prompt
+    assert "Outcome" not in evolver_prompt and "success" not in evolver_prompt
+
+
+@pytest.mark.parametrize("reference", ["6", "7391"])
+def test_no_prompt_sees_the_reference_or_a_verdict_from_it(bank_url, reference) -> None:
+    """Issue 18 item 2: a score against the gold answer is for evaluation only."""
+    chat, app = _app([*RETRIEVE, *EXECUTE, *FINISH, revise_reply("One item's price, times count.")])
+    out = app.invoke({"query": Q, "reference": reference}, context={"bank_url": bank_url})
+    assert out["score"] == float(reference == "6") and out["outcome"] is None
+    assert len(chat.prompts) == 5 and out["update"]["outcome"] == "revised"
+    for prompt, given in zip(chat.prompts, chat.inputs, strict=True):
+        if reference != "6":  # '6' is the agents' own answer, so it is in their prompts
+            assert reference not in prompt
+        assert not re.search(r"\b(success|succeeded|failure|failed|correct|wrong)\b", given)
+        assert "Outcome" not in prompt
 
 
 def test_read_only_mode_never_writes(bank_url) -> None:
@@ -94,13 +113,29 @@ def test_invalid_evolver_output_changes_nothing(bank_url) -> None:
     assert open_bank(bank_url).stats().events == before
 
 
-def test_environment_outcome_overrides_scoring(bank_url) -> None:
-    _, app = _app([*RETRIEVE, *EXECUTE, *FINISH], success_threshold=0.5)
+def test_a_given_outcome_reaches_memevolver_whatever_the_score(bank_url) -> None:
+    chat, app = _app([*RETRIEVE, *EXECUTE, *FINISH, revise_reply("Price of one, times count.")])
     out = app.invoke(
-        {"query": Q, "mode": "read_only", "reference": "7", "outcome": "success"},
-        context={"bank_url": bank_url},
+        {"query": Q, "reference": "7", "outcome": "success"}, context={"bank_url": bank_url}
     )
     assert out["score"] == 0.0 and out["outcome"] == "success"
+    assert "Outcome:\nsuccess" in chat.prompts[-1]
+
+
+def test_the_environments_own_verdict_reaches_memevolver(bank_url) -> None:
+    seen: list[str | None] = []
+
+    def observer(answer: str | None) -> str:
+        seen.append(answer)
+        return "failure"
+
+    chat, app = _app(
+        [*RETRIEVE, *EXECUTE, *FINISH, revise_reply("Price of one, times count.")],
+        observer=observer,
+    )
+    out = app.invoke({"query": Q, "reference": "6"}, context={"bank_url": bank_url})
+    assert seen == ["6"] and out["score"] == 1.0 and out["outcome"] == "failure"
+    assert "Outcome:\nfailure" in chat.prompts[-1]
 
 
 def test_bad_input(bank_url) -> None:
@@ -109,5 +144,3 @@ def test_bad_input(bank_url) -> None:
         app.invoke({"query": ""}, context={"bank_url": bank_url})
     with pytest.raises(ValueError, match="mode='write'"):
         app.invoke({"query": Q, "mode": "write"}, context={"bank_url": bank_url})
-    with pytest.raises(ValueError, match="success_threshold"):
-        build_genmem_graph(FakeListChatModel(responses=["x"]), success_threshold=0)
