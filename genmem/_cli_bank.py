@@ -245,6 +245,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    from genmem.errors import InvalidUpdate
     from genmem.memory.bank import import_bank
     from genmem.memory.location import open_store, parse_bank_url
 
@@ -252,7 +253,10 @@ def _import(args: argparse.Namespace) -> int:
         raise CLIError(f"export file {args.file!r} does not exist")
     parsed = parse_bank_url(args.bank)
     named = "bank=" in args.bank.partition("?")[2]
-    bank = import_bank(open_store(parsed), args.file, bank_id=parsed.bank_id if named else None)
+    try:
+        bank = import_bank(open_store(parsed), args.file, bank_id=parsed.bank_id if named else None)
+    except InvalidUpdate as exc:  # a bad file or target id is bad input; nothing was written
+        raise CLIError(f"cannot import {args.file}: {exc}") from None
     s = bank.stats()
     emit(
         s.model_dump(),

@@ -223,6 +223,33 @@ def test_bad_locations(capsys, argv, code, needle) -> None:
     assert got == code and needle in err and out == ""
 
 
+@pytest.mark.parametrize(
+    ("edit", "target", "needle"),
+    [
+        (lambda rows: [*rows, rows[1]], "sqlite:///{d}/t.db?bank=t", "are not 1..2"),
+        (lambda rows: rows, "sqlite:///{d}/t.db?bank=t@t0", "reserved for snapshots"),
+        (lambda rows: [{**rows[0], "codebook_hash": "x"}, *rows[1:]], "sqlite:///{d}/t.db", "hash"),
+    ],
+)
+def test_bad_import_exits_2_and_writes_nothing(capsys, tmp_path, edit, target, needle) -> None:
+    from genmem.memory.sid import DEFAULT_SPEC
+    from genmem.memory.sqlite_store import SQLiteBankStore
+
+    with SQLiteBankStore(tmp_path / "src.db") as store:
+        bank = store.create_bank("src", spec=DEFAULT_SPEC, codebook_hash="0" * 64)
+        bank.insert("<SID_L1_1><SID_L2_2><SID_L3_3><SID_L4_4>", "an experience")
+        dump = tmp_path / "src.jsonl"
+        bank.export_jsonl(dump)
+    rows = [json.loads(x) for x in dump.read_text().splitlines()]
+    dump.write_text("".join(json.dumps(r) + "\n" for r in edit(rows)))
+    url = target.format(d=tmp_path)
+    code, out, err = _run(capsys, "bank", "import", str(dump), "--bank", url)
+    assert code == 2 and needle in err and out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err
+    with SQLiteBankStore(tmp_path / "t.db") as store:
+        assert store.list_banks() == []
+
+
 def test_unknown_bank_and_codebook_mismatch(built, capsys, tmp_path) -> None:
     url = f"sqlite:///{tmp_path}/m.db?bank=m"
     code, _, err = _run(capsys, "bank", "stats", "--bank", url)

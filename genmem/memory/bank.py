@@ -20,7 +20,9 @@ Bad input raises a typed :class:`~genmem.errors.GenMemError` before anything is 
 from __future__ import annotations
 
 import json
+import math
 import random
+import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -50,7 +52,14 @@ from genmem.memory.records import (
     Version,
 )
 from genmem.memory.sid import SID, SIDSpec, coerce_sid
-from genmem.memory.store import BANK_ID_RE, BankStore, RetryableWrite, SlotTx, sort_key
+from genmem.memory.store import (
+    BANK_ID_RE,
+    BankStore,
+    RetryableWrite,
+    SlotTx,
+    check_new_bank,
+    sort_key,
+)
 
 if TYPE_CHECKING:
     from genmem.memory.rqkmeans import Codebooks
@@ -61,6 +70,7 @@ MAX_PAYLOAD_CHARS = 100_000
 """Longest payload a bank accepts; an experience is a paragraph, not a document."""
 
 _WRITE_DEADLINE_S = 60.0
+_HASH_RE = re.compile(r"[0-9a-f]{64}")  # Codebooks.hash: a sha256 hex digest
 T = TypeVar("T")
 
 
@@ -448,32 +458,117 @@ def _first_error(exc: ValidationError) -> str:
 def _check_content(spec: SIDSpec, versions: list[Version], events: list[Event]) -> list[str]:
     """Invariants of a bank's content, shared by ``check()`` and import."""
     problems: list[str] = []
-    by_sid: dict[str, list[Version]] = {}
+    slots: dict[str, dict[int, Version]] = {}
+    numbers: dict[str, list[int]] = {}
     for v in versions:
         try:
-            spec.parse(v.sid)
+            sid = str(spec.parse(v.sid))
         except ValueError as exc:
             problems.append(f"version of {v.sid!r}: {exc}")
             continue
-        by_sid.setdefault(v.sid, []).append(v)
-    written: dict[str, set[int]] = {}
+        if sid != v.sid:  # two spellings of one slot would pass as two slots
+            problems.append(f"version {v.version} of {v.sid!r} is not written canonically ({sid})")
+            continue
+        problems += _version_problems(v)
+        numbers.setdefault(sid, []).append(v.version)
+        slots.setdefault(sid, {})[v.version] = v
+    for sid, got in numbers.items():
+        got.sort()
+        if got != list(range(1, len(got) + 1)):
+            problems.append(f"{sid}: versions {got} are not 1..{len(got)}")
+            continue
+        slot = slots[sid]
+        if slot[1].deleted:
+            problems.append(f"{sid}: version 1 is a tombstone; a slot's first version is an insert")
+        for n in range(2, len(got) + 1):
+            if slot[n].deleted and slot[n - 1].deleted:
+                problems.append(
+                    f"{sid}: version {n} is a tombstone after tombstone {n - 1}; only a live "
+                    "entry can be deleted"
+                )
+    return problems + _log_problems(slots, events)
+
+
+def _version_problems(v: Version) -> list[str]:
+    where = f"{v.sid} version {v.version}"
+    problems = []
+    if v.deleted and v.payload != "":
+        problems.append(f"{where} is a tombstone but carries a payload; a deletion stores ''")
+    if not v.deleted and not v.payload.strip():
+        problems.append(f"{where} has an empty payload but is not a tombstone")
+    try:
+        _check_payload(v.payload)
+    except InvalidUpdate as exc:
+        problems.append(f"{where}: {exc}")
+    if not math.isfinite(v.created_at):
+        problems.append(f"{where}: created_at {v.created_at} is not a finite time")
+    return problems
+
+
+def _log_problems(slots: dict[str, dict[int, Version]], events: list[Event]) -> list[str]:
+    """The log against the versions: each event fits the slot, each version has one event."""
+    problems: list[str] = []
+    written_by: dict[tuple[str, int], int] = {}
     last_seq = 0
     for e in events:
         if e.seq <= last_seq:
             problems.append(f"event {e.seq} is out of order (after {last_seq})")
         last_seq = e.seq
-        if e.outcome != "retained" and e.version_after is not None:
-            written.setdefault(e.sid, set()).add(e.version_after)
-        elif e.outcome == "deleted":
-            written.setdefault(e.sid, set()).add((e.version_before or 0) + 1)
-    for sid, vs in by_sid.items():
-        numbers = sorted(v.version for v in vs)
-        if numbers != list(range(1, len(numbers) + 1)):
-            problems.append(f"{sid}: versions {numbers} are not 1..{len(numbers)}")
-        missing = set(numbers) - written.get(sid, set())
-        if missing and events:
-            problems.append(f"{sid}: versions {sorted(missing)} have no event in the log")
+        where = f"event {e.seq} ({e.op} -> {e.outcome} at {e.sid})"
+        if not math.isfinite(e.time):
+            problems.append(f"{where}: time {e.time} is not a finite time")
+        wrote, problem = _event_effect(e, slots.get(e.sid, {}))
+        if problem is not None:
+            problems.append(f"{where}: {problem}")
+        elif wrote is not None:
+            if (e.sid, wrote) in written_by:
+                problems.append(
+                    f"{where}: version {wrote} was already written by event "
+                    f"{written_by[e.sid, wrote]}"
+                )
+            written_by[e.sid, wrote] = e.seq
+    if events:  # a snapshot has versions but no log of its own
+        for sid, slot in slots.items():
+            missing = sorted(n for n in slot if (sid, n) not in written_by)
+            if missing:
+                problems.append(f"{sid}: versions {missing} have no event in the log")
     return problems
+
+
+def _event_effect(e: Event, slot: dict[int, Version]) -> tuple[int | None, str | None]:
+    """The version an event wrote (None for a retention), or what is wrong with it."""
+
+    def kind(n: int | None) -> str:
+        if n is None or n not in slot:
+            return "missing"
+        return "tombstone" if slot[n].deleted else "live"
+
+    before, after = e.version_before, e.version_after
+    if e.op == "insert":
+        if e.outcome != "inserted":
+            return None, f"op 'insert' cannot have outcome {e.outcome!r}"
+        if before is not None:
+            return None, f"an insert fills an empty slot, but version_before is {before}"
+        if after is None or kind(after) != "live":
+            return None, f"version {after} is not a live version of the slot"
+        if after > 1 and kind(after - 1) != "tombstone":
+            return None, f"version {after} is inserted over version {after - 1}, not a tombstone"
+        return after, None
+    if e.outcome == "inserted":
+        return None, "op 'revise' cannot have outcome 'inserted'"
+    if before is None or kind(before) != "live":
+        return None, f"version_before {before} is not a live version of the slot"
+    if e.outcome == "retained":
+        if after != before:
+            return None, f"a retention keeps version {before}, but version_after is {after}"
+        return None, None
+    if e.outcome == "deleted":
+        if after is not None or kind(before + 1) != "tombstone":
+            return None, f"a deletion writes tombstone {before + 1} and leaves version_after None"
+        return before + 1, None
+    if after != before + 1 or kind(after) != "live":
+        return None, f"a revision of version {before} writes live version {before + 1}, not {after}"
+    return after, None
 
 
 def import_bank(
@@ -481,41 +576,21 @@ def import_bank(
 ) -> Bank:
     """Create a bank from an export (every version and the log); the target must not exist.
 
-    The file is read and validated completely before anything is written, so a bad file or an
-    existing bank changes nothing.
+    The file is read and validated completely (the target id by the rule of
+    :meth:`BankStore.create_bank`, the bank record, every version and event and their
+    consistency) before anything is written, so a bad file or an existing bank changes nothing.
     """
     if isinstance(source, (str, Path)):
         with Path(source).open(encoding="utf-8") as fh:
             return import_bank(store, fh, bank_id=bank_id)
-    info: BankInfo | None = None
-    versions: list[Version] = []
-    events: list[Event] = []
-    for lineno, line in enumerate(source, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-            kind = obj.pop("type")
-            if kind == "bank":
-                info = BankInfo.model_validate(obj)
-            elif kind == "version":
-                versions.append(Version.model_validate(obj))
-            elif kind == "event":
-                events.append(Event.model_validate(obj))
-            else:
-                raise ValueError(f"unknown record type {kind!r}")
-        except (ValueError, KeyError, AttributeError, ValidationError) as exc:
-            msg = _first_error(exc) if isinstance(exc, ValidationError) else str(exc)
-            raise InvalidUpdate(f"export line {lineno}: {msg}") from None
-        if lineno == 1 and info is None:
-            raise InvalidUpdate("export line 1 must be the bank record ({'type': 'bank', ...})")
-    if info is None:
-        raise InvalidUpdate("the export holds no bank record")
-    spec = SIDSpec(tuple(info.sizes))
+    info, versions, events = _read_export(source)
+    spec = _export_spec(info)
+    target = bank_id if bank_id is not None else info.bank_id
+    check_new_bank(target, spec)
     problems = _check_content(spec, versions, events)
     if problems:
-        raise InvalidUpdate(f"export is inconsistent: {problems[0]}")
-    target = bank_id or info.bank_id
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        raise InvalidUpdate(f"export is inconsistent: {problems[0]}{more}; nothing was imported")
     target_info = info.model_copy(
         update={"bank_id": target, "read_only": False, "parent": None, "snapshot_seq": None}
     )
@@ -527,3 +602,55 @@ def import_bank(
     versions.sort(key=lambda v: (sort_key(spec.parse(v.sid).codes), v.version))
     store._create(target_info, versions, events)
     return store.bank(target)
+
+
+def _read_export(source: IO[str]) -> tuple[BankInfo, list[Version], list[Event]]:
+    """The records of an export file; InvalidUpdate names the first line that is not one."""
+    info: BankInfo | None = None
+    versions: list[Version] = []
+    events: list[Event] = []
+    try:
+        for lineno, line in enumerate(source, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                kind = obj.pop("type")
+                if kind == "bank":
+                    if info is not None:
+                        raise ValueError("a second bank record; an export holds one bank")
+                    info = BankInfo.model_validate(obj)
+                elif kind == "version":
+                    versions.append(Version.model_validate(obj))
+                elif kind == "event":
+                    events.append(Event.model_validate(obj))
+                else:
+                    raise ValueError(f"unknown record type {kind!r}")
+            except (ValueError, KeyError, AttributeError, TypeError, ValidationError) as exc:
+                msg = _first_error(exc) if isinstance(exc, ValidationError) else str(exc)
+                raise InvalidUpdate(f"export line {lineno}: {msg}") from None
+            if info is None:
+                raise InvalidUpdate(
+                    f"export line {lineno} must be the bank record ({{'type': 'bank', ...}})"
+                )
+    except UnicodeDecodeError as exc:
+        raise InvalidUpdate(f"the export is not UTF-8 text: {exc}") from None
+    if info is None:
+        raise InvalidUpdate("the export holds no bank record")
+    return info, versions, events
+
+
+def _export_spec(info: BankInfo) -> SIDSpec:
+    """The address space of an export's bank record, after checking the record."""
+    try:
+        spec = SIDSpec(tuple(info.sizes))
+    except ValueError as exc:
+        raise InvalidUpdate(f"export bank record: {exc}") from None
+    if not _HASH_RE.fullmatch(info.codebook_hash):
+        raise InvalidUpdate(
+            f"export bank record: codebook hash {info.codebook_hash!r} is not the 64 hex digits "
+            "of a codebook content hash (Codebooks.hash); re-export the bank from its store"
+        )
+    if not math.isfinite(info.created_at):
+        raise InvalidUpdate(f"export bank record: created_at {info.created_at} is not finite")
+    return spec

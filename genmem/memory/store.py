@@ -23,7 +23,15 @@ from genmem.memory.sid import SID, SIDSpec
 if TYPE_CHECKING:
     from genmem.memory.bank import Bank
 
-__all__ = ["BANK_ID_RE", "BankStore", "RetryableWrite", "SlotTx", "check_bank_id", "sort_key"]
+__all__ = [
+    "BANK_ID_RE",
+    "BankStore",
+    "RetryableWrite",
+    "SlotTx",
+    "check_bank_id",
+    "check_new_bank",
+    "sort_key",
+]
 
 BANK_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-@]{0,127}")
 """Bank ids: letters, digits, ``_ . - @``; ``@`` separates a snapshot name from its parent."""
@@ -49,6 +57,17 @@ def check_bank_id(bank_id: str) -> str:
             "('@' only for snapshots), starting with a letter or digit"
         )
     return bank_id
+
+
+def check_new_bank(bank_id: str, spec: SIDSpec) -> None:
+    """Refuse an id or an address space that a new, writable bank may not have."""
+    check_bank_id(bank_id)
+    if "@" in bank_id:
+        raise InvalidUpdate(
+            f"bank id {bank_id!r}: '@' is reserved for snapshots; pick an id without it"
+        )
+    if any(n >= _MAX_SIZE for n in spec.sizes):
+        raise InvalidUpdate(f"level sizes {spec.sizes} exceed the bank limit {_MAX_SIZE - 1}")
 
 
 class SlotTx(Protocol):
@@ -158,11 +177,7 @@ class BankStore(ABC):
         """Create an empty bank bound to a codebook spec and hash (or open it if ``exist_ok``)."""
         from genmem.memory.bank import Bank
 
-        check_bank_id(bank_id)
-        if "@" in bank_id:
-            raise InvalidUpdate(f"bank id {bank_id!r}: '@' is reserved for snapshots")
-        if any(n >= _MAX_SIZE for n in spec.sizes):
-            raise InvalidUpdate(f"level sizes {spec.sizes} exceed the bank limit {_MAX_SIZE - 1}")
+        check_new_bank(bank_id, spec)
         info = BankInfo(
             bank_id=bank_id,
             sizes=list(spec.sizes),

@@ -333,25 +333,155 @@ def test_export_import_round_trip(store, bank: Bank) -> None:
     assert _state(bank) == before
 
 
-@pytest.mark.parametrize(
-    "mutate",
-    [
-        lambda rows: rows[1:],  # no bank record first
-        lambda rows: [*rows, {"type": "nonsense"}],
-        lambda rows: [r for r in rows if not (r["type"] == "version" and r["version"] == 1)],
-        lambda rows: [{**r, "sid": "<SID_L1_99>"} if r["type"] == "version" else r for r in rows],
-    ],
-)
-def test_bad_import_creates_nothing(store, bank: Bank, mutate) -> None:
+def _store_state(store) -> tuple:
+    """Every bank in a store with all its versions and its log."""
+    banks = sorted(store.list_banks(), key=lambda b: b.bank_id)
+    return tuple(
+        (
+            info.model_dump(),
+            [v.model_dump() for v in store.all_versions(info.bank_id)],
+            [e.model_dump() for e in store.events(info.bank_id)],
+        )
+        for info in banks
+    )
+
+
+def _export_rows(bank: Bank) -> list[dict]:
+    """An export of ``bank`` with A at v1, v2, a retention, a deletion (v3), v4; B at v1."""
     bank.insert(A, "v1")
     bank.revise(A, "v2")
+    bank.revise(A, "v2")
+    bank.revise(A, "")
+    bank.insert(A, "v4")
+    bank.insert(B, "b")
     buf = io.StringIO()
     bank.export_jsonl(buf)
-    rows = [json.loads(x) for x in buf.getvalue().splitlines()]
-    bad = "\n".join(json.dumps(r) for r in mutate(rows))
-    with pytest.raises(InvalidUpdate):
-        import_bank(store, io.StringIO(bad), bank_id="copy")
-    assert store.get_info("copy") is None
+    return [json.loads(x) for x in buf.getvalue().splitlines()]
+
+
+def _edit(rows: list[dict], kind: str, match: dict, **changes) -> list[dict]:
+    """Rows with ``changes`` applied to the one record of ``kind`` whose fields equal ``match``."""
+    hits = [i for i, r in enumerate(rows) if r["type"] == kind and match.items() <= r.items()]
+    assert len(hits) == 1, (kind, match, hits)
+    out = [dict(r) for r in rows]
+    out[hits[0]].update(changes)
+    return out
+
+
+def _version(sid: str, n: int) -> dict:
+    return {"sid": sid, "version": n}
+
+
+def _event(sid: str, outcome: str) -> dict:
+    return {"sid": sid, "outcome": outcome}
+
+
+BAD_EXPORTS = {
+    "no bank record first": (lambda rows: rows[1:], "bank record"),
+    "unknown record type": (lambda rows: [*rows, {"type": "nonsense"}], "nonsense"),
+    "missing version 1": (
+        lambda rows: [r for r in rows if not (r["type"] == "version" and r["version"] == 1)],
+        "are not 1..",
+    ),
+    "SID outside the spec": (
+        lambda rows: _edit(rows, "version", _version(B, 1), sid="<SID_L1_99>"),
+        "SID_L1_99",
+    ),
+    "duplicate version": (
+        lambda rows: [*rows, next(r for r in rows if r.get("version") == 2)],
+        "are not 1..",
+    ),
+    "same slot spelt twice": (
+        lambda rows: [*rows, {**next(r for r in rows if r.get("sid") == B), "sid": " " + B}],
+        "canonical",
+    ),
+    "bank id with ':'": (lambda rows: _edit(rows, "bank", {}, bank_id="a:b"), "not allowed"),
+    "snapshot id": (lambda rows: _edit(rows, "bank", {}, bank_id="x@t0"), "snapshot"),
+    "no codebook hash": (lambda rows: _edit(rows, "bank", {}, codebook_hash=""), "codebook hash"),
+    "malformed codebook hash": (
+        lambda rows: _edit(rows, "bank", {}, codebook_hash="not-a-hash"),
+        "codebook hash",
+    ),
+    "bad sizes": (lambda rows: _edit(rows, "bank", {}, sizes=[48, 0]), "size"),
+    "tombstone with text": (
+        lambda rows: _edit(rows, "version", _version(A, 3), payload="still here"),
+        "tombstone",
+    ),
+    "live version without text": (
+        lambda rows: _edit(rows, "version", _version(B, 1), payload="  "),
+        "empty payload",
+    ),
+    "version 1 is a tombstone": (
+        lambda rows: _edit(rows, "version", _version(B, 1), deleted=True, payload=""),
+        "tombstone",
+    ),
+    "tombstone after a tombstone": (
+        lambda rows: _edit(rows, "version", _version(A, 4), deleted=True, payload=""),
+        "tombstone",
+    ),
+    "payload with NUL": (
+        lambda rows: _edit(rows, "version", _version(B, 1), payload="a\x00b"),
+        "NUL",
+    ),
+    "time not finite": (
+        lambda rows: _edit(rows, "version", _version(B, 1), created_at=float("nan")),
+        "finite",
+    ),
+    "event points at a missing version": (
+        lambda rows: _edit(rows, "event", _event(B, "inserted"), version_after=7),
+        "version 7",
+    ),
+    "event outcome does not fit its op": (
+        lambda rows: _edit(rows, "event", _event(B, "inserted"), op="revise"),
+        "revise",
+    ),
+    "deletion event at a live version": (
+        lambda rows: _edit(rows, "event", _event(A, "deleted"), version_before=3),
+        "deleted",
+    ),
+    "event for an empty slot": (
+        lambda rows: [*rows, {**rows[-1], "seq": rows[-1]["seq"] + 1, "sid": A_FAR}],
+        "not a live version",
+    ),
+    "one version claimed by two events": (
+        lambda rows: _edit(
+            rows, "event", _event(A, "retained"), outcome="revised", version_before=1
+        ),
+        "already written by event",
+    ),
+    "second bank record": (lambda rows: [*rows, rows[0]], "second bank record"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_EXPORTS))
+def test_bad_import_changes_nothing(store, bank: Bank, name: str) -> None:
+    mutate, needle = BAD_EXPORTS[name]
+    bad = "\n".join(json.dumps(r) for r in mutate(_export_rows(bank)))
+    before = _store_state(store)
+    with pytest.raises(InvalidUpdate, match=needle):
+        import_bank(store, io.StringIO(bad), bank_id=None if "id" in name else "copy")
+    assert _store_state(store) == before
+
+
+@pytest.mark.parametrize(
+    ("target", "needle"),
+    [("a:b", "not allowed"), ("x@t0", "snapshot"), ("", "not allowed"), ("bad id!", "allowed")],
+)
+def test_import_refuses_a_bad_target_id(store, bank: Bank, target: str, needle: str) -> None:
+    good = "\n".join(json.dumps(r) for r in _export_rows(bank))
+    before = _store_state(store)
+    with pytest.raises(InvalidUpdate, match=needle):
+        import_bank(store, io.StringIO(good), bank_id=target)
+    assert _store_state(store) == before
+    assert import_bank(store, io.StringIO(good), bank_id="a.b").check() == []
+
+
+def test_import_of_an_unreadable_file_is_a_typed_error(store, tmp_path) -> None:
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b'{"type": "bank", "bank_id": "caf\xe9"}\n')
+    with pytest.raises(InvalidUpdate, match="UTF-8"):
+        import_bank(store, path)
+    assert _store_state(store) == ()
 
 
 def test_check_passes_on_a_busy_bank(bank: Bank) -> None:
