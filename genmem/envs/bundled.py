@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 __all__ = [
     "DATA_DIR",
@@ -23,39 +25,98 @@ GSM8K_TRAIN = DATA_DIR / "gsm8k" / "train.jsonl"
 """GSM8K training split, 7,473 problems (MIT, see data/gsm8k/LICENSE)."""
 
 _CALC = re.compile(r"<<[^>]*>>")
+_CHUNK = 1 << 16  # bytes read per step when looking back for the last newline
 
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line, object)`` for each non-blank line of a JSONL file.
+    """``(line, object)`` for each non-blank line of a JSONL data file.
 
     Raises:
-        ValueError: a line that is not a JSON object, named as ``path:line``.
+        ValueError: a line that is not UTF-8 text or not a JSON object, named as ``path:line``
+            (the last line too: input data is never cut short on purpose).
     """
     path = Path(path)
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{n}: not a JSON line ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
-            yield n, row
+    with path.open("rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            row = _parse_line(path, n, raw)
+            if row is not None:
+                yield n, row
+
+
+def _parse_line(path: Path, n: int, raw: bytes) -> dict[str, Any] | None:
+    """The object on line ``n`` (None for a blank line); ValueError names ``path:n``."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}:{n}: not UTF-8 text ({exc.reason})") from None
+    if not line.strip():
+        return None
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{n}: not a JSON line ({exc.msg})") from None
+    if not isinstance(row, dict):
+        raise ValueError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
+    return row
 
 
 def jsonl_rows(path: str | Path) -> list[dict[str, Any]]:
-    """Every object of a JSONL file written as a run goes (none when it does not exist yet)."""
+    """Every object of a JSONL file written as a run goes (none when it does not exist yet).
+
+    A line counts once its newline is written. :func:`append_jsonl` writes both in one call, so
+    a run killed mid-write leaves at most a last line without one: that line is dropped with a
+    ``RuntimeWarning`` naming ``path:line`` (its item runs again on resume, and the next append
+    cuts it away). Any other bad line raises ValueError naming ``path:line``.
+    """
     path = Path(path)
-    return [row for _, row in read_jsonl(path)] if path.exists() else []
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    lines, torn = data[:end].split(b"\n")[:-1], data[end:]
+    if torn.strip():
+        warnings.warn(
+            f"{path}:{len(lines) + 1}: dropped a torn last line (no newline: the run was "
+            "stopped while writing it); its item runs again",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    rows = (_parse_line(path, n, raw) for n, raw in enumerate(lines, 1))
+    return [row for row in rows if row is not None]
 
 
 def append_jsonl(path: str | Path, obj: Any) -> None:
-    """Append one object (a pydantic model or a JSON-able value) as a line of ``path``."""
+    """Append one object (a pydantic model or a JSON-able value) as a line of ``path``.
+
+    A torn last line (see :func:`jsonl_rows`) is cut away first. Cutting, rather than starting
+    a new line after it, keeps the fragment from becoming a bad line in the middle of the file,
+    which a later read must refuse; it held no record, since readers never count it. One
+    writer per file.
+    """
     line = obj.model_dump_json() if hasattr(obj, "model_dump_json") else json.dumps(obj)
-    with Path(path).open("a", encoding="utf-8") as fh:
-        fh.write(line + "\n")
+    with Path(path).open("a+b") as fh:
+        _cut_torn_tail(fh)
+        fh.write((line + "\n").encode("utf-8"))
+
+
+def _cut_torn_tail(fh: BinaryIO) -> None:
+    """Truncate an append-mode file after its last newline, if it does not end with one."""
+    end = fh.seek(0, os.SEEK_END)
+    if end == 0:
+        return
+    fh.seek(end - 1)
+    if fh.read(1) == b"\n":
+        return
+    pos = end
+    while pos > 0:
+        start = max(0, pos - _CHUNK)
+        fh.seek(start)
+        newline = fh.read(pos - start).rfind(b"\n")
+        if newline >= 0:
+            fh.truncate(start + newline + 1)
+            return
+        pos = start
+    fh.truncate(0)
 
 
 def read_gsm8k(path: Path = GSM8K_TRAIN, limit: int | None = None) -> list[dict[str, Any]]:

@@ -160,6 +160,7 @@ def evaluate(
     """
     from tqdm.auto import tqdm
 
+    from genmem.envs.bundled import append_jsonl
     from genmem.graph.loop import build_genmem_graph
     from genmem.graph.retriever import RetrieverConfig
     from genmem.graph.stack import StackBudget
@@ -221,8 +222,7 @@ def evaluate(
         app, mode, context = graph_for(method)
         bar.set_postfix_str(f"{method} {task.id}")
         record = _run_one(env, app, task, method, mode, context, current)
-        with path.open("a", encoding="utf-8") as fh:
-            fh.write(record.model_dump_json() + "\n")
+        append_jsonl(path, record)  # cuts away a line torn by a killed run first
         if on_record is not None:
             on_record(record)
         bar.update(1)

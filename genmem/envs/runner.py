@@ -92,12 +92,6 @@ def load_queries(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
     return rows
 
 
-def _done_ids(path: Path) -> set[str]:
-    from genmem.envs.bundled import jsonl_rows
-
-    return {row["id"] for row in jsonl_rows(path)}
-
-
 def run_stream(
     app: Any,
     queries: Sequence[dict[str, Any]],
@@ -111,13 +105,13 @@ def run_stream(
     """Run ``app`` (a compiled ``genmem`` graph) on each query in order; returns the records."""
     from tqdm.auto import tqdm
 
+    from genmem.envs.bundled import append_jsonl, jsonl_rows
+
     results = out / "results.jsonl" if out is not None else None
-    done = _done_ids(results) if results is not None else set()
-    records: list[QueryRecord] = []
-    if results is not None and done:
-        for line in results.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                records.append(QueryRecord.model_validate_json(line))
+    # One read of what an earlier run finished (a line torn by a kill is dropped and redone).
+    rows = jsonl_rows(results) if results is not None else []
+    records = [QueryRecord.model_validate(row) for row in rows]
+    done = {r.id for r in records}
     todo = [q for q in queries if q["id"] not in done]
     bar = tqdm(todo, desc=f"closed loop ({mode})", disable=not progress, unit="query")
     for q in bar:
@@ -137,8 +131,7 @@ def run_stream(
         records.append(record)
         if results is not None:
             results.parent.mkdir(parents=True, exist_ok=True)
-            with results.open("a", encoding="utf-8") as fh:
-                fh.write(record.model_dump_json() + "\n")
+            append_jsonl(results, record)
         if on_record is not None:
             on_record(record)
     return records

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +77,50 @@ def test_records_are_appended_and_a_rerun_resumes(tmp_path: Path) -> None:
     assert (summary.queries, summary.answered, summary.scored, summary.errors) == (3, 2, 2, 1)
     assert summary.accuracy == 0.5
     assert summary.operations == {"inserted": 1, "rejected (invalid_output)": 1}
+
+
+def test_a_run_killed_mid_write_resumes_from_its_whole_lines(tmp_path: Path) -> None:
+    first = ScriptedApp({"1+1?": "2", "2+2?": "4"}, fail={"boom"})
+    run_stream(first, QUERIES, context={}, out=tmp_path, progress=False)
+    results = tmp_path / "results.jsonl"
+    whole = results.read_bytes()
+    # kill -9 while the third record was being written: its line is cut short, no newline.
+    cut = whole.rindex(b"\n", 0, len(whole) - 1) + 1 + 25
+    results.write_bytes(whole[:cut])
+
+    again = ScriptedApp({"boom": "0"})
+    with pytest.warns(RuntimeWarning, match=rf"{re.escape(str(results))}:3: .*torn"):
+        resumed = run_stream(again, QUERIES, context={}, out=tmp_path, progress=False)
+    assert [c[0]["query"] for c in again.calls] == ["boom"]  # only the torn item runs again
+    assert [(r.id, r.answer, r.error) for r in resumed] == [
+        ("a", "2", None),
+        ("b", "4", None),
+        ("c", "0", None),
+    ]
+    lines = results.read_text(encoding="utf-8").splitlines()
+    assert [QueryRecord.model_validate_json(x).id for x in lines] == ["a", "b", "c"]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the file is whole again: a third run reads it quietly
+        third = run_stream(ScriptedApp({}), QUERIES, context={}, out=tmp_path, progress=False)
+    assert [r.model_dump() for r in third] == [r.model_dump() for r in resumed]
+
+
+def test_a_bad_line_before_the_last_stops_the_resume(tmp_path: Path) -> None:
+    run_stream(
+        ScriptedApp({"1+1?": "2", "2+2?": "4", "boom": "0"}),
+        QUERIES,
+        context={},
+        out=tmp_path,
+        progress=False,
+    )
+    results = tmp_path / "results.jsonl"
+    lines = results.read_bytes().splitlines(keepends=True)
+    results.write_bytes(lines[0] + lines[1][:20] + b"\n" + lines[2])
+    app = ScriptedApp({})
+    with pytest.raises(ValueError, match=rf"{re.escape(str(results))}:2: "):
+        run_stream(app, QUERIES, context={}, out=tmp_path, progress=False)
+    assert app.calls == []
 
 
 def test_reference_is_only_sent_when_there_is_one() -> None:
