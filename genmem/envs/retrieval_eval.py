@@ -352,10 +352,16 @@ def _candidate_sids(candidates: Any, source: str) -> list[str]:
 
 
 def sid_ranker(generator: SIDGenerator) -> Ranker:
-    """A :data:`Ranker` that decodes ``k`` SIDs per query with an SID generator (beam search)."""
+    """A :data:`Ranker` that decodes ``k`` SIDs per query with an SID generator (beam search).
+
+    The generator reads the query as MemRetriever's user turn, exactly as the retriever graph
+    and training hand it over, so the addresses scored here are the ones inference would make.
+    """
+    from genmem.policies.prompts import retriever_user_message
 
     def rank(query: str, k: int) -> list[str]:
-        return _candidate_sids(generator.generate(query, k), type(generator).__name__)
+        context = retriever_user_message(query)
+        return _candidate_sids(generator.generate(context, k), type(generator).__name__)
 
     return rank
 

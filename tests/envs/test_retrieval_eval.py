@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 from genmem.envs.retrieval_eval import (
     RetrievalPair,
@@ -19,13 +20,17 @@ from genmem.envs.retrieval_eval import (
     sid_ranker,
 )
 from genmem.errors import InvalidSID
+from genmem.graph.retriever import build_retriever_graph
 from genmem.memory.sid import DEFAULT_SPEC, SIDSpec
 from genmem.memory.sqlite_store import SQLiteBankStore
 from genmem.policies.baselines import TfidfRetriever
+from genmem.policies.prompts import retriever_user_message
 from genmem.policies.rerank import Reranker, aggregate_hits
 from genmem.policies.types import SIDCandidate, SIDGenerator
 from tests.conftest import TEST_HASH
 from tests.fakes import HashEncoder
+from tests.graph._banks import A, one_entry_bank
+from tests.graph.test_retriever import FixedGenerator
 
 SPEC = SIDSpec((4, 4, 4))
 
@@ -258,7 +263,8 @@ class FakeGenerator:
     """An SID generator that answers from a table (best first) and records ``k``."""
 
     def __init__(self, table: dict[str, list[str]]) -> None:
-        self.table = table
+        # The ranker decodes from the retriever's own user turn, never the bare query.
+        self.table = {retriever_user_message(q): sids for q, sids in table.items()}
         self.ks: list[int] = []
 
     @property
@@ -282,6 +288,18 @@ def test_sid_ranker() -> None:
     assert rep.model_dump(exclude={"per_query"}) == evaluate_retrieval(
         PAIRS, table_ranker(RANKED), k=6, spec=SPEC
     ).model_dump(exclude={"per_query"})
+
+
+def test_sid_ranker_decodes_from_the_context_the_retriever_graph_gives(tmp_path) -> None:
+    """Retrieval eval scores the addressing inference runs: the same decoder input, to the byte."""
+    url = one_entry_bank(tmp_path, "For rate problems, find the amount per unit first.")
+    query = "  Pens cost $3 for 2. How much do 10 cost?\n"
+    in_graph, in_eval = FixedGenerator([A]), FixedGenerator([A])
+    chat = FakeListChatModel(responses=["<answer>Find the unit price.</answer>"])
+    graph = build_retriever_graph(chat, sid_generator=in_graph).compile()
+    graph.invoke({"query": query}, context={"bank_url": url})
+    assert sid_ranker(in_eval)(query, 1) == [str(A)]
+    assert in_eval.calls == in_graph.calls and len(in_graph.calls) == 1
 
 
 def test_adapters_refuse_what_is_not_a_candidate_list() -> None:
