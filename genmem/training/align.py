@@ -38,6 +38,9 @@ class AlignReport(BaseModel):
     entries: int
     examples: int
     counts: dict[str, int]
+    withheld: dict[str, int] = Field(
+        default_factory=dict, description="Examples left out for carrying a held-out query."
+    )
     steps: int
     seconds: float
     steps_per_second: float
@@ -116,6 +119,7 @@ def run_align(
         entries=mix.entries,
         examples=len(mix.train),
         counts=mix.counts,
+        withheld=mix.withheld,
         steps=steps,
         seconds=round(seconds, 2),
         steps_per_second=round(steps / seconds, 4) if seconds > 0 else 0.0,

@@ -7,11 +7,12 @@ Every live entry of a bank gives (paper, appendix B.5):
 - ``sid_description`` (z -> d): the SID -> a one-line description (the record's problem type
   when the payload has one, else its first sentence; or one written by a model);
 - ``query_sid`` (q -> z): each source query recorded in the entry's metadata -> the SID;
-- ``trajectory_sid`` (tau -> z): each source trajectory -> the SID.
+- ``trajectory_sid`` (tau -> z): each source trajectory, shown with its own query -> the SID.
 
-Queries and trajectories come from ``metadata["sources"]``: cold-start banks record ``query`` and
-``trajectory``; GSM8K seed banks record the training problem's index, whose question is the query
-and whose worked reference solution is the trajectory.
+Queries and trajectories come from ``metadata["sources"]``, kept as (query, trajectory) pairs:
+cold-start banks record ``query`` and ``trajectory``; GSM8K seed banks record the training
+problem's index, whose question is the query and whose worked reference solution is the
+trajectory.
 
 Forward mappings use exactly the prompt SID decoding uses at inference (the addressing
 instruction, then the context as MemRetriever or MemEvolver phrases it), so what is trained is
@@ -20,9 +21,16 @@ example of mapping ``m`` appears ``floor(lambda_m)`` times plus once more with p
 ``frac(lambda_m)``, which weights the summed SFT loss by ``lambda_m`` in expectation (TRL's
 SFTTrainer has no per-example loss weights).
 
-A seeded fraction of the queries is held out of ``query_sid`` training: those pairs measure
-whether addressing generalises to unseen queries (their entries are still trained through the
-other mappings, as in the paper, where every entry is in the bank).
+A seeded fraction of the queries is held out: those pairs measure whether addressing generalises
+to unseen queries, so nothing in the mix may contain one. A held-out query gives no ``query_sid``
+example and its trajectory no ``trajectory_sid`` example (a GSM8K trajectory is the problem's
+worked solution, as telling as the question). An entry whose payload quotes a held-out query
+(seed digests open with their problem) gives no ``experience_sid``, ``sid_experience`` or
+``sid_description`` example, since the description is cut from or written from that payload; an
+entry whose payload does not quote it stays trained through those mappings, as in the paper,
+where every entry is in the bank. Last, any example whose context or target still quotes a
+held-out query (a run of :data:`QUOTE_WORDS` of its words, or all of a shorter one) is left out.
+``AlignData.withheld`` counts what was left out per mapping.
 """
 
 from __future__ import annotations
@@ -39,11 +47,13 @@ from genmem.policies.sid_decoding import ADDRESS_PROMPT, address_prompt
 
 __all__ = [
     "MAPPINGS",
+    "QUOTE_WORDS",
     "AlignData",
     "AlignDataConfig",
     "AlignExample",
     "EntrySource",
     "Mapping",
+    "SourcePair",
     "alignment_data",
     "describe_payload",
     "entry_sources",
@@ -69,6 +79,9 @@ _DESCRIBE_PROMPT = (
     "You are given a memory address (an SID: one code per level, coarse to fine). Say in one "
     "short sentence what kind of experience is stored there."
 )
+_WORD = re.compile(r"\w+")
+QUOTE_WORDS = 12
+"""A text quotes a held-out query when it has this many of its words in a row (casefolded)."""
 _TYPE_LINE = re.compile(r"^\s*Problem type:\s*(.+)$", re.MULTILINE)
 _SENTENCE = re.compile(r"(.+?[.!?])(\s|$)", re.DOTALL)
 
@@ -101,14 +114,25 @@ class AlignDataConfig(BaseModel):
         return {**dict.fromkeys(MAPPINGS, 0.0), **value}
 
 
+class SourcePair(BaseModel):
+    """One source of an entry: the query it came from and that query's trajectory ("" if none)."""
+
+    query: str = ""
+    trajectory: str = ""
+
+
 class EntrySource(BaseModel):
     """What one entry offers to the mappings."""
 
     sid: str
     payload: str
     description: str
-    queries: list[str] = Field(default_factory=list)
-    trajectories: list[str] = Field(default_factory=list)
+    sources: list[SourcePair] = Field(default_factory=list)
+
+    @property
+    def queries(self) -> list[str]:
+        """The distinct source queries, in source order."""
+        return list(dict.fromkeys(p.query for p in self.sources if p.query))
 
 
 class AlignExample(BaseModel):
@@ -127,6 +151,10 @@ class AlignData(BaseModel):
     heldout: list[dict[str, str]] = Field(description="{query, reference_sid} pairs not trained.")
     trained_queries: list[dict[str, str]] = Field(description="{query, reference_sid} trained.")
     counts: dict[str, int] = Field(description="Examples per mapping in the mix.")
+    withheld: dict[str, int] = Field(
+        default_factory=dict,
+        description="Examples per mapping left out because they carried a held-out query.",
+    )
     entries: int
 
 
@@ -183,12 +211,11 @@ def _gsm8k_rows() -> list[dict[str, str]]:
 
 
 def entry_sources(bank: Any, describe: Callable[[str], str] | None = None) -> list[EntrySource]:
-    """Each live entry with its description and the queries / trajectories it came from."""
+    """Each live entry with its description and its (query, trajectory) sources."""
     rows: list[dict[str, str]] | None = None
     out = []
     for entry in bank.entries():
-        queries: list[str] = []
-        trajectories: list[str] = []
+        pairs: list[SourcePair] = []
         for src in (entry.metadata or {}).get("sources", []):
             if not isinstance(src, dict):
                 continue
@@ -199,10 +226,9 @@ def entry_sources(bank: Any, describe: Callable[[str], str] | None = None) -> li
                 if 0 <= i < len(rows):
                     query = rows[i]["question"]
                     trajectory = trajectory or rows[i]["answer"].split("####")[0].strip()
-            if query and query not in queries:
-                queries.append(str(query))
-            if trajectory and trajectory not in trajectories:
-                trajectories.append(str(trajectory))
+            pair = SourcePair(query=str(query or ""), trajectory=str(trajectory or ""))
+            if (pair.query or pair.trajectory) and pair not in pairs:
+                pairs.append(pair)
         payload = entry.payload
         if not payload.strip():
             continue  # a cleared entry has nothing to align with
@@ -211,8 +237,7 @@ def entry_sources(bank: Any, describe: Callable[[str], str] | None = None) -> li
                 sid=str(entry.sid),
                 payload=payload,
                 description=(describe or describe_payload)(payload),
-                queries=queries,
-                trajectories=trajectories,
+                sources=pairs,
             )
         )
     return out
@@ -223,39 +248,63 @@ def _chat(tokenizer: Any, system: str, user: str) -> str:
     return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
 
-def _examples(
-    src: EntrySource, tokenizer: Any, cfg: AlignDataConfig, heldout: set[str]
-) -> dict[Mapping, list[AlignExample]]:
-    def forward(mapping: Mapping, context: str) -> AlignExample:
+class _Quotes:
+    """Recognises text that quotes one of some queries (word runs, casefolded)."""
+
+    def __init__(self, queries: set[str]) -> None:
+        words = [w for q in queries if (w := _WORD.findall(q.casefold()))]
+        self._short = [" ".join(w) for w in words if len(w) < QUOTE_WORDS]
+        self._runs = {run for w in words for run in _runs(w)}
+
+    def __call__(self, text: str) -> bool:
+        words = _WORD.findall(text.casefold())
+        if any(run in self._runs for run in _runs(words)):
+            return True
+        padded = f" {' '.join(words)} "
+        return any(f" {q} " in padded for q in self._short)
+
+
+def _runs(words: list[str]) -> list[tuple[str, ...]]:
+    return [tuple(words[i : i + QUOTE_WORDS]) for i in range(len(words) - QUOTE_WORDS + 1)]
+
+
+def _contents(
+    src: EntrySource, cfg: AlignDataConfig, heldout: set[str], quotes: _Quotes
+) -> list[tuple[Mapping, str, bool]]:
+    """(mapping, forward context or reverse target, withheld?) of every example of an entry."""
+    # The description is cut from (or written from) the payload, so it goes where the payload goes.
+    payload_held = quotes(src.payload)
+    pairs = dict.fromkeys((p.query, p.trajectory) for p in src.sources if p.trajectory)
+    items: list[tuple[Mapping, str, bool]] = [
+        ("query_sid", retriever_user_message(q), q in heldout) for q in src.queries
+    ]
+    items += [
+        ("trajectory_sid", evolver_user_message(q or "(unknown)", t), q in heldout)
+        for q, t in pairs
+    ]
+    return [
+        *items,
+        ("experience_sid", f"Experience:\n{src.payload}", payload_held),
+        ("sid_experience", src.payload[: cfg.max_target_chars], payload_held),
+        ("sid_description", src.description[: cfg.max_target_chars], payload_held),
+    ]
+
+
+def _example(
+    src: EntrySource, mapping: Mapping, content: str, tokenizer: Any, cfg: AlignDataConfig
+) -> AlignExample:
+    """A forward example (context -> SID) or a reverse one (SID -> target)."""
+    if mapping.endswith("_sid"):
         prompt = address_prompt(
             tokenizer,
-            context,
+            content,
             system_prompt=ADDRESS_PROMPT,
             max_context_tokens=cfg.max_context_tokens,
         )
         return AlignExample(mapping=mapping, prompt=prompt, completion=src.sid, sid=src.sid)
-
-    def reverse(mapping: Mapping, system: str, target: str) -> AlignExample:
-        return AlignExample(
-            mapping=mapping,
-            prompt=_chat(tokenizer, system, src.sid),
-            completion=target[: cfg.max_target_chars],
-            sid=src.sid,
-        )
-
-    first_query = src.queries[0] if src.queries else ""
-    return {
-        "query_sid": [
-            forward("query_sid", retriever_user_message(q)) for q in src.queries if q not in heldout
-        ],
-        "trajectory_sid": [
-            forward("trajectory_sid", evolver_user_message(first_query or "(unknown)", t))
-            for t in src.trajectories
-        ],
-        "experience_sid": [forward("experience_sid", f"Experience:\n{src.payload}")],
-        "sid_experience": [reverse("sid_experience", _EXPERIENCE_PROMPT, src.payload)],
-        "sid_description": [reverse("sid_description", _DESCRIBE_PROMPT, src.description)],
-    }
+    system = _EXPERIENCE_PROMPT if mapping == "sid_experience" else _DESCRIBE_PROMPT
+    prompt = _chat(tokenizer, system, src.sid)
+    return AlignExample(mapping=mapping, prompt=prompt, completion=content, sid=src.sid)
 
 
 def _repeat(items: Sequence[AlignExample], weight: float, rng: random.Random) -> list[AlignExample]:
@@ -280,10 +329,19 @@ def alignment_data(
         n_held = max(1, min(n_held, len(pairs) - 1))
     held = rng.sample(pairs, n_held) if n_held else []
     held_queries = {p["query"] for p in held}
+    quotes = _Quotes(held_queries)
     by_mapping: dict[Mapping, list[AlignExample]] = {m: [] for m in MAPPINGS}
+    withheld = dict.fromkeys(MAPPINGS, 0)
+    trained: set[str] = set()
     for src in sources:
-        for mapping, items in _examples(src, tokenizer, cfg, held_queries).items():
-            by_mapping[mapping] += items
+        for mapping, content, held_out in _contents(src, cfg, held_queries, quotes):
+            # quotes(): a trained source's text may still quote a held-out query.
+            if held_out or quotes(content):
+                withheld[mapping] += 1
+                continue
+            by_mapping[mapping].append(_example(src, mapping, content, tokenizer, cfg))
+            if mapping == "query_sid":
+                trained.add(content)
     train: list[AlignExample] = []
     counts: dict[str, int] = {}
     for mapping in MAPPINGS:
@@ -299,7 +357,8 @@ def alignment_data(
     return AlignData(
         train=train,
         heldout=held,
-        trained_queries=[p for p in pairs if p["query"] not in held_queries],
+        trained_queries=[p for p in pairs if retriever_user_message(p["query"]) in trained],
         counts=counts,
+        withheld=withheld,
         entries=len(sources),
     )

@@ -6,9 +6,12 @@ from collections import Counter
 
 import pytest
 
+from genmem.envs.bundled import GSM8K_TRAIN, read_gsm8k
+from genmem.envs.seed_bank import reference_experience
 from genmem.memory.build import ExperienceRecord, build_bank
 from genmem.memory.sid import SIDSpec
 from genmem.memory.sqlite_store import SQLiteBankStore
+from genmem.policies.prompts import evolver_user_message
 from genmem.policies.sid_decoding import ADDRESS_PROMPT
 from genmem.training.align_data import (
     MAPPINGS,
@@ -94,11 +97,11 @@ def test_sources_read_queries_and_trajectories_from_metadata(bank) -> None:
     sources = {s.sid: s for s in entry_sources(bank)}
     first = sources[str(SPEC.make((0, 0, 0, 0)))]
     assert first.queries == ["What is 20% off $50?"]
-    assert first.trajectories == ["step 1: 50 * 0.2 = 10"]
+    assert [p.trajectory for p in first.sources] == ["step 1: 50 * 0.2 = 10"]
     assert first.description == "percentage discounts"
     seed = sources[str(SPEC.make((2, 1, 1, 1)))]
     assert seed.queries and seed.queries[0].startswith("Natalia sold clips")  # GSM8K train #0
-    assert seed.trajectories and "####" not in seed.trajectories[0]
+    assert seed.sources[0].trajectory and "####" not in seed.sources[0].trajectory
 
 
 def test_all_five_mappings_with_inference_prompts(bank, tokenizer) -> None:
@@ -142,3 +145,144 @@ def test_empty_bank_is_refused(tmp_path, tokenizer) -> None:
     empty = SQLiteBankStore(tmp_path / "e.db").create_bank("e", spec=SPEC, codebook_hash=TEST_HASH)
     with pytest.raises(ValueError, match="no entries"):
         alignment_data(entry_sources(empty), tokenizer)
+
+
+# Several sources per entry, as a seed or cold-start build leaves them when experiences share an
+# SID. Payloads quote their problems the way GSM8K seed digests do ("Problem: <question>"), except
+# one abstract lesson; one entry comes from GSM8K training problems (index provenance), whose
+# trajectory is the worked reference solution.
+_QUOTED = {
+    (0, 0, 0, 0): [
+        ("A shop sells pens at $3 each. How much do 7 pens cost?", "7 * 3 = 21, so $21."),
+        ("Tom reads 12 pages a day. How many pages does he read in a week?", "12 * 7 = 84."),
+        ("A tank holds 40 litres and is a quarter full. How much water is in it?", "40/4 = 10."),
+    ],
+    (1, 0, 0, 0): [
+        ("Ann has 5 apples and buys 9 more. How many apples does she have?", "5 + 9 = 14."),
+        ("A train travels 60 km in 2 hours. What is its speed?", "60 / 2 = 30 km/h."),
+    ],
+}
+_ABSTRACT = ("Sara splits 18 sweets among 3 friends. How many does each get?", "18 / 3 = 6.")
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+@pytest.fixture
+def merged_bank(tmp_path):
+    b = SQLiteBankStore(tmp_path / "m.db").create_bank("m", spec=SPEC, codebook_hash=TEST_HASH)
+    records, sids = [], []
+    for codes, sources in _QUOTED.items():
+        for query, trajectory in sources:
+            text = f"Problem: {query}\nProcedure: {trajectory}"
+            records.append(
+                ExperienceRecord(text=text, metadata={"query": query, "trajectory": trajectory})
+            )
+            sids.append(SPEC.make(codes))
+    records.append(
+        ExperienceRecord(
+            text="Problem type: equal sharing\nProcedure: divide the total by the head count.",
+            metadata={"query": _ABSTRACT[0], "trajectory": _ABSTRACT[1]},
+        )
+    )
+    sids.append(SPEC.make((2, 0, 0, 0)))
+    for index, row in enumerate(read_gsm8k(GSM8K_TRAIN, limit=2)):  # as the seed bank builds
+        text = reference_experience(row["question"], row["answer"])
+        records.append(
+            ExperienceRecord(text=text, metadata={"source": "gsm8k-train", "index": index})
+        )
+        sids.append(SPEC.make((3, 1, 1, 1)))
+    build_bank(b, records, sids, progress=False)
+    return b
+
+
+def _recorded() -> list[tuple[str, str, str]]:
+    """(sid, query, trajectory) of every source ``merged_bank`` records, in entry order."""
+    out = [(str(SPEC.make(c)), q, t) for c, pairs in _QUOTED.items() for q, t in pairs]
+    out.append((str(SPEC.make((2, 0, 0, 0))), *_ABSTRACT))
+    for row in read_gsm8k(GSM8K_TRAIN, limit=2):
+        solution = row["answer"].split("####")[0].strip()
+        out.append((str(SPEC.make((3, 1, 1, 1))), row["question"], solution))
+    return out
+
+
+def test_sources_keep_each_query_with_its_own_trajectory(merged_bank) -> None:
+    sources = {s.sid: s for s in entry_sources(merged_bank)}
+    first = sources[str(SPEC.make((0, 0, 0, 0)))]
+    assert [(p.query, p.trajectory) for p in first.sources] == _QUOTED[(0, 0, 0, 0)]
+    assert first.queries == [q for q, _ in _QUOTED[(0, 0, 0, 0)]]
+    seed = sources[str(SPEC.make((3, 1, 1, 1)))]
+    assert seed.sources[0].query.startswith("Natalia sold clips")
+    assert seed.sources[1].query.startswith("Weng earns $12")
+    assert "48" in seed.sources[0].trajectory and "12" in seed.sources[1].trajectory
+
+
+def test_no_heldout_query_or_its_trajectory_enters_the_mix(merged_bank, tokenizer) -> None:
+    sources = entry_sources(merged_bank)
+    # Seed 23 holds out a merged entry's first query, a later one, a GSM8K problem and the query
+    # of the abstract lesson; checked below, so the test keeps its teeth if sampling changes.
+    data = alignment_data(sources, tokenizer, AlignDataConfig(heldout=0.5, seed=23))
+    held = {p["query"] for p in data.heldout}
+    pairs = _recorded()
+    by_sid: dict[str, list[str]] = {}
+    for sid, query, _ in pairs:
+        by_sid.setdefault(sid, []).append(query)
+    assert any(qs[0] in held and len(qs) > 1 for qs in by_sid.values())  # a merged entry's first
+    assert any(q in held for qs in by_sid.values() for q in qs[1:])  # a later source
+    assert any(q in held for q in by_sid[str(SPEC.make((3, 1, 1, 1)))])  # a GSM8K problem
+    assert _ABSTRACT[0] in held and len(held) == 4
+
+    leaked = [_norm(q) for q in held] + [_norm(t) for _, q, t in pairs if q in held]
+    for x in data.train:
+        text = _norm(x.prompt + "\n" + x.completion)
+        assert not any(bit in text for bit in leaked), (x.mapping, x.prompt, x.completion)
+
+    # Every trajectory example carries its own query, and every trained source gives one.
+    seen = set()
+    for x in data.train:
+        if x.mapping == "trajectory_sid":
+            match = [(q, t) for sid, q, t in pairs if t in x.prompt and sid == x.sid]
+            assert len(match) == 1, x.prompt
+            query, trajectory = match[0]
+            assert evolver_user_message(query, trajectory) in x.prompt
+            seen.add((query, trajectory))
+    assert seen == {(q, t) for _, q, t in pairs if q not in held}
+
+    # The abstract lesson does not quote its held-out query: the entry is still trained.
+    abstract = str(SPEC.make((2, 0, 0, 0)))
+    kept = Counter(x.mapping for x in data.train if x.sid == abstract)
+    assert kept == Counter(["experience_sid", "sid_experience", "sid_description"])
+    # Entries whose payload quotes a held-out query give no payload example.
+    assert data.withheld["experience_sid"] == data.withheld["sid_experience"] == 3
+    assert data.withheld["sid_description"] == 3
+    assert data.withheld["trajectory_sid"] == 4 and data.withheld["query_sid"] == 4
+    assert {p["query"] for p in data.trained_queries} == {q for _, q, _ in pairs} - held
+
+
+def test_a_trained_text_that_quotes_a_heldout_query_is_left_out(tmp_path, tokenizer) -> None:
+    b = SQLiteBankStore(tmp_path / "q.db").create_bank("q", spec=SPEC, codebook_hash=TEST_HASH)
+    quoted = "A farmer has 17 cows and sells 5 of them. How many cows are left on his farm?"
+    trained = "How many legs do 4 spiders have?"
+    records = [
+        ExperienceRecord(
+            text="Problem type: counting legs\nProcedure: multiply.",
+            metadata={"query": trained, "trajectory": f"Like '{quoted}', multiply: 4 * 8 = 32."},
+        ),
+        ExperienceRecord(
+            text="Problem type: take away\nProcedure: subtract.",
+            metadata={"query": quoted, "trajectory": "17 - 5 = 12."},
+        ),
+    ]
+    build_bank(b, records, [SPEC.make((0, 0, 0, 0)), SPEC.make((1, 0, 0, 0))], progress=False)
+    sources = entry_sources(b)
+    seeds = [
+        s for s in range(20)
+        if alignment_data(sources, tokenizer, AlignDataConfig(heldout=0.5, seed=s)).heldout[0][
+            "query"] == quoted
+    ]  # fmt: skip
+    assert seeds
+    data = alignment_data(sources, tokenizer, AlignDataConfig(heldout=0.5, seed=seeds[0]))
+    assert not any("17 cows" in x.prompt + x.completion for x in data.train)
+    assert Counter(x.mapping for x in data.train)["query_sid"] == 1  # the trained query stays
+    assert data.withheld["trajectory_sid"] == 2
