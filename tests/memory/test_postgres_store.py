@@ -3,11 +3,13 @@ consistent snapshots under load, constructors and URLs."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -300,6 +302,29 @@ def test_url_through_open_bank(conninfo: str) -> None:
     assert again.get(SIDS[0]).payload == "via URL"
     bank.store.close()
     again.store.close()
+
+
+def test_ci_run_makes_a_missing_server_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    root = Path(__file__).resolve().parents[2]
+    script = (root / ".ci" / "run").read_text()
+    exports = "\n".join(x for x in script.splitlines() if x.strip().startswith("export "))
+    env = {k: v for k, v in os.environ.items() if k != "CI"}  # whatever the caller had
+    shown = subprocess.run(
+        ["bash", "-c", f'{exports}\nprintf %s "${{CI:-}}"'],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert shown == "true", ".ci/run must export CI=true before running the tests"
+    assert script.index("export CI=true") < script.index("python -m pytest")
+    # ... and under CI=true the test helper fails where it would otherwise skip.
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI must test against PostgreSQL"):
+        _postgres._unavailable("no server")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception):
+        _postgres._unavailable("no server")
 
 
 @pytest.mark.parametrize("missing", ["psycopg", "psycopg_pool"])
