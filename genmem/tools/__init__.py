@@ -3,7 +3,9 @@
 from genmem.tools.lookup import (
     DEFAULT_LOOKUP_K,
     DEFAULT_MAX_SIDS,
+    MAX_RESOLVED_BANKS,
     MemoryLookupInput,
+    close_resolved_banks,
     create_memory_lookup_tool,
     format_lookup_results,
     resolve_bank,
@@ -12,7 +14,9 @@ from genmem.tools.lookup import (
 __all__ = [
     "DEFAULT_LOOKUP_K",
     "DEFAULT_MAX_SIDS",
+    "MAX_RESOLVED_BANKS",
     "MemoryLookupInput",
+    "close_resolved_banks",
     "create_memory_lookup_tool",
     "format_lookup_results",
     "resolve_bank",

@@ -9,6 +9,8 @@ to retry; the tool never raises into the graph for them and never writes.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from langchain.tools import ToolRuntime
@@ -23,7 +25,9 @@ from genmem.memory.records import LookupResult
 __all__ = [
     "DEFAULT_LOOKUP_K",
     "DEFAULT_MAX_SIDS",
+    "MAX_RESOLVED_BANKS",
     "MemoryLookupInput",
+    "close_resolved_banks",
     "create_memory_lookup_tool",
     "format_lookup_results",
     "resolve_bank",
@@ -91,11 +95,60 @@ def _get(obj: Any, key: str) -> Any:
     return getattr(obj, key, None)
 
 
-_OPENED: dict[str, Bank] = {}
+MAX_RESOLVED_BANKS = 8
+"""Banks :func:`resolve_bank` keeps open by URL. Beyond this, the least recently used one is
+closed: a long-lived server that resolves many bank URLs holds a bounded set of connections."""
+
+_OPENED: OrderedDict[str, Bank] = OrderedDict()
+_OPENED_LOCK = threading.Lock()
+
+
+def _opened(url: str) -> Bank:
+    """The cached bank for ``url``, opened now if needed (closing the least recently used)."""
+    with _OPENED_LOCK:
+        bank = _OPENED.get(url)
+        if bank is not None:
+            _OPENED.move_to_end(url)
+            return bank
+    from genmem.memory.location import open_bank
+
+    fresh = open_bank(url)  # outside the lock: a server connection can take a while
+    with _OPENED_LOCK:
+        bank = _OPENED.setdefault(url, fresh)
+        _OPENED.move_to_end(url)
+        dropped = [fresh] if bank is not fresh else []  # another thread opened it first
+        while len(_OPENED) > MAX_RESOLVED_BANKS:
+            dropped.append(_OPENED.popitem(last=False)[1])
+    for old in dropped:
+        old.store.close()
+    return bank
+
+
+def close_resolved_banks(url: str | None = None) -> int:
+    """Close the banks :func:`resolve_bank` opened by URL (only ``url``'s, or all); how many.
+
+    Call it when a bank file is about to be removed, or at shutdown. A closed bank is opened
+    again by the next call that names its URL.
+    """
+    with _OPENED_LOCK:
+        if url is None:
+            dropped = list(_OPENED.values())
+            _OPENED.clear()
+        else:
+            one = _OPENED.pop(url, None)
+            dropped = [] if one is None else [one]
+    for bank in dropped:
+        bank.store.close()
+    return len(dropped)
 
 
 def resolve_bank(runtime: ToolRuntime | None, default_bank_id: str = "default") -> Bank:
     """Find the bank for a call: run context ``bank``, config ``bank_url``, or the graph's store.
+
+    A :class:`Bank` in the context is used as given (its owner closes it). A URL is opened once
+    and cached (at most :data:`MAX_RESOLVED_BANKS`, least recently used closed first; a caller
+    that needs a bank's lifetime under its own control passes the Bank instead, or calls
+    :func:`close_resolved_banks`).
 
     Raises:
         GenMemError: no bank is configured anywhere (a setup fault, not the model's).
@@ -109,11 +162,7 @@ def resolve_bank(runtime: ToolRuntime | None, default_bank_id: str = "default") 
         bank if isinstance(bank, str) else configurable.get("bank_url") or _get(context, "bank_url")
     )
     if url:
-        if url not in _OPENED:
-            from genmem.memory.location import open_bank
-
-            _OPENED[url] = open_bank(url)
-        return _OPENED[url]
+        return _opened(url)
     store = _get(runtime, "store")
     if store is not None:
         from genmem.memory.langgraph_store import LangGraphBankStore
