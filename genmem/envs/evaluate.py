@@ -10,6 +10,14 @@ one JSON line per (method, task) is appended to ``records.jsonl`` as it finishes
 into the same folder skips what is recorded. The summary holds the benchmark's metrics per
 method, success per subtask, time per task and, when ``none`` ran too, the paper's contrastive
 outcome of each memory method (with memory minus without, plus the bonus when both succeed).
+
+Every mean is over all ``n`` runs of a method (the paper's Eq. 34): a run that errored counts
+as a failure, score 0 and every metric 0, and the error count is reported beside it. The same
+holds for the baseline: an errored ``none`` run is a failed one, so the memory run on that task
+is compared with a score of 0. Each mean comes with a seeded percentile bootstrap interval over
+tasks (``metrics_ci``), and each memory method with its paired difference against ``none``
+(method minus none, pairs by task id, with wins / losses / ties; ``paired``). The interval
+settings are written beside them (``intervals``).
 """
 
 from __future__ import annotations
@@ -25,6 +33,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from genmem.envs.base import Environment, Outcome, Task
 from genmem.envs.methods import Method, check_methods, method_generator
+from genmem.envs.stats import (
+    DEFAULT_INTERVALS,
+    IntervalSettings,
+    PairedDiff,
+    mean_interval,
+    paired_difference,
+)
 
 __all__ = [
     "EvalRecord",
@@ -98,16 +113,25 @@ class MethodSummary(BaseModel):
     per_subtask: dict[str, float] = Field(default_factory=dict)
     contrastive: float | None = None
     mean_seconds: float
-    errors: int
+    errors: int = Field(description="Runs that errored; each counts as a failure (score 0).")
+    metrics_ci: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description="Bootstrap interval over tasks of each metric, success_rate and contrastive.",
+    )
+    paired: dict[str, PairedDiff] = Field(
+        default_factory=dict,
+        description="Per metric and success_rate: this method minus none on the tasks both ran.",
+    )
 
 
 class EvalReport(BaseModel):
-    """Summaries per method, the settings, and where the records are."""
+    """Summaries per method, the settings, the interval settings and where the records are."""
 
     bench: str
     settings: EvalSettings
     summaries: list[MethodSummary]
     records: str
+    intervals: IntervalSettings = DEFAULT_INTERVALS
 
 
 def _records(path: Path) -> list[EvalRecord]:
@@ -152,11 +176,12 @@ def evaluate(
     sid_generator: Any = None,
     progress: bool = True,
     on_record: Callable[[EvalRecord], None] | None = None,
+    intervals: IntervalSettings = DEFAULT_INTERVALS,
 ) -> EvalReport:
     """Run every method over ``env``'s tasks through the graph; write records and a summary.
 
     ``model`` (a chat model) and ``sid_generator`` override ``settings.model`` and the SID
-    method's own decoding, for tests and for trained policies.
+    method's own decoding, for tests and for trained policies; ``intervals`` sets the bootstrap.
     """
     from tqdm.auto import tqdm
 
@@ -232,8 +257,9 @@ def evaluate(
     report = EvalReport(
         bench=env.name,
         settings=settings,
-        summaries=_summaries(env, records, settings.methods),
+        summaries=_summaries(env, records, settings.methods, intervals),
         records=str(path),
+        intervals=intervals,
     )
     (out / "summary.json").write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
     (out / "summary.md").write_text(summary_markdown(report, env.metric_names), encoding="utf-8")
@@ -286,17 +312,33 @@ def _run_one(
 
 
 def _with_contrastive(records: list[EvalRecord]) -> list[EvalRecord]:
-    """Each memory method's record gets its contrastive outcome against ``none`` on that task."""
+    """Each memory method's record gets its contrastive outcome against ``none`` on that task.
+
+    An errored run on either side counts as a failed one (score 0): a memory run that errored
+    where ``none`` succeeded is a loss, and one that succeeded where ``none`` errored a win.
+    """
     from genmem.envs.scoring import contrastive_outcome
 
-    baseline = {r.id: r for r in records if r.method == "none" and r.error is None}
+    baseline = {r.id: _score(r) for r in records if r.method == "none"}
     out = []
     for r in records:
-        base = baseline.get(r.id)
-        if r.method != "none" and base is not None and r.error is None:
-            r = r.model_copy(update={"contrastive": contrastive_outcome(r.score, base.score)})
+        if r.method != "none" and r.id in baseline:
+            r = r.model_copy(update={"contrastive": contrastive_outcome(_score(r), baseline[r.id])})
         out.append(r)
     return out
+
+
+def _score(record: EvalRecord) -> float:
+    """The record's score, 0 for a run that errored."""
+    return 0.0 if record.error is not None else record.score
+
+
+def _values(record: EvalRecord, names: list[str]) -> dict[str, float]:
+    """Each metric and success of one run as numbers (all 0 for a run that errored)."""
+    if record.error is not None:
+        return dict.fromkeys([*names, "success_rate"], 0.0)
+    values = {k: float(record.metrics.get(k, 0.0)) for k in names}
+    return values | {"success_rate": float(record.success)}
 
 
 def _mean(values: list[float]) -> float:
@@ -304,39 +346,64 @@ def _mean(values: list[float]) -> float:
 
 
 def _summaries(
-    env: Environment, records: list[EvalRecord], methods: list[Method]
+    env: Environment,
+    records: list[EvalRecord],
+    methods: list[Method],
+    intervals: IntervalSettings = DEFAULT_INTERVALS,
 ) -> list[MethodSummary]:
+    """Per method: means over all runs (errored ones as failures), intervals, pairs vs none."""
     by_method: dict[str, list[EvalRecord]] = defaultdict(list)
     for r in records:
         by_method[r.method].append(r)
+    names = list(
+        dict.fromkeys([*env.metric_names, *sorted({k for r in records for k in r.metrics})])
+    )
+    per_task = {m: {r.id: _values(r, names) for r in rows} for m, rows in by_method.items()}
     out = []
     for method in methods:
         rows = by_method.get(method, [])
-        ok = [r for r in rows if r.error is None]
-        names = sorted({k for r in ok for k in r.metrics}) or list(env.metric_names)
+        values = per_task.get(method, {})
         subtasks: dict[str, list[float]] = defaultdict(list)
-        for r in ok:
+        for r in rows:
             if r.subtask:
-                subtasks[r.subtask].append(float(r.success))
-        contrast = [r.contrastive for r in ok if r.contrastive is not None]
+                subtasks[r.subtask].append(float(r.success and r.error is None))
+        contrast = [r.contrastive for r in rows if r.contrastive is not None]
+        columns = {k: [v[k] for v in values.values()] for k in [*names, "success_rate"]}
+        if contrast:
+            columns["contrastive"] = contrast
+        ci = {k: est.ci for k, v in columns.items() if (est := mean_interval(v, intervals))}
+        paired = {}
+        if method != "none" and "none" in per_task:
+            for k in [*names, "success_rate"]:
+                pair = paired_difference(
+                    {t: v[k] for t, v in values.items()},
+                    {t: v[k] for t, v in per_task["none"].items()},
+                    intervals,
+                )
+                if pair is not None:
+                    paired[k] = pair
         out.append(
             MethodSummary(
                 bench=env.name,
                 method=method,
                 n=len(rows),
-                metrics={k: _mean([r.metrics.get(k, 0.0) for r in ok]) for k in names},
-                success_rate=_mean([float(r.success) for r in ok]),
+                metrics={k: _mean(columns[k]) for k in names},
+                success_rate=_mean(columns["success_rate"]),
                 per_subtask={k: _mean(v) for k, v in sorted(subtasks.items())},
                 contrastive=_mean(contrast) if contrast else None,
                 mean_seconds=_mean([r.seconds for r in rows]),
-                errors=len(rows) - len(ok),
+                errors=sum(r.error is not None for r in rows),
+                metrics_ci=ci,
+                paired=paired,
             )
         )
     return out
 
 
 def summary_markdown(report: EvalReport, metric_names: tuple[str, ...] = ()) -> str:
-    """The summary as a Markdown table (one row per method), then the settings."""
+    """The summary as Markdown: one row per method, the paired differences, then the settings."""
+    from genmem.envs.stats import describe, format_interval
+
     names = list(metric_names) or sorted({k for s in report.summaries for k in s.metrics})
     subtasks = sorted({k for s in report.summaries for k in s.per_subtask})
     head = ["method", "n", *names, "success", *subtasks, "contrastive", "s/task", "errors"]
@@ -344,12 +411,41 @@ def summary_markdown(report: EvalReport, metric_names: tuple[str, ...] = ()) -> 
     lines.append("|" + "---|" * len(head))
     for s in report.summaries:
         cells = [s.method, str(s.n)]
-        cells += [f"{100 * s.metrics.get(k, 0.0):.1f}" for k in names]
-        cells.append(f"{100 * s.success_rate:.1f}")
+        cells += [format_interval(s.metrics.get(k, 0.0), s.metrics_ci.get(k)) for k in names]
+        cells.append(format_interval(s.success_rate, s.metrics_ci.get("success_rate")))
         cells += [f"{100 * s.per_subtask[k]:.1f}" if k in s.per_subtask else "-" for k in subtasks]
-        cells.append("-" if s.contrastive is None else f"{s.contrastive:+.3f}")
+        contrast = s.contrastive
+        ci = s.metrics_ci.get("contrastive")
+        cells.append(
+            "-"
+            if contrast is None
+            else format_interval(contrast, ci, scale=1, digits=3, signed=True)
+        )
         cells += [f"{s.mean_seconds:.1f}", str(s.errors)]
         lines.append("| " + " | ".join(cells) + " |")
+    paired = [(s.method, k, p) for s in report.summaries for k, p in s.paired.items()]
+    if paired:
+        lines += [
+            "",
+            "Paired against none (method minus none on the same tasks, percentage points):",
+            "",
+            "| method | metric | difference | wins | losses | ties | pairs |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for method, key, p in paired:
+            diff = format_interval(p.diff, p.ci, signed=True)
+            label = "success" if key == "success_rate" else key
+            lines.append(
+                f"| {method} | {label} | {diff} | {p.wins} | {p.losses} | {p.ties} | {p.n} |"
+            )
     settings = json.dumps(report.settings.model_dump(), sort_keys=True)
-    lines += ["", "Metrics and success in %, contrastive as a score difference.", "", settings, ""]
+    lines += [
+        "",
+        "Metrics and success in %, contrastive as a score difference; each mean is over all n "
+        "runs, an errored run counting as a failure (score 0). "
+        + describe(report.intervals).replace("Intervals:", "Brackets:"),
+        "",
+        settings,
+        "",
+    ]
     return "\n".join(lines)

@@ -23,30 +23,44 @@ def _pyplot() -> Any:
     return plt
 
 
+def _yerr(values: Sequence[float], cis: Sequence[Sequence[float] | None]) -> list[list[float]]:
+    """Matplotlib's asymmetric error bars (below, above) from intervals in the values' units."""
+    below = [v - ci[0] if ci else 0.0 for v, ci in zip(values, cis, strict=True)]
+    above = [ci[1] - v if ci else 0.0 for v, ci in zip(values, cis, strict=True)]
+    return [[max(b, 0.0) for b in below], [max(a, 0.0) for a in above]]
+
+
 def plot_eval_summary(report: EvalReport, metric_names: Sequence[str], path: Path) -> Path:
-    """Grouped bars: each metric (and success) per method, with s/task in the legend."""
+    """Grouped bars: each metric (and success) per method with its bootstrap interval."""
     plt = _pyplot()
     names = [*dict.fromkeys([*metric_names, "success"])]
     summaries = report.summaries
     width = 0.8 / max(1, len(summaries))
-    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(names), 3.2))
+    fig, ax = plt.subplots(figsize=(3.8 + 1.4 * len(names), 3.4))
     for i, s in enumerate(summaries):
         rates = s.metrics | {"success": s.success_rate}
         values = [100 * rates.get(n, 0.0) for n in names]
+        cis = [s.metrics_ci.get("success_rate" if n == "success" else n) for n in names]
+        cis = [None if ci is None else [100 * c for c in ci] for ci in cis]
         xs = [j + (i - (len(summaries) - 1) / 2) * width for j in range(len(names))]
         bars = ax.bar(
             xs,
             values,
             width,
-            label=f"{s.method} (n={s.n}, {s.mean_seconds:.0f} s/task)",
+            yerr=_yerr(values, cis),
+            capsize=3,
+            error_kw={"elinewidth": 0.8, "ecolor": "#333333"},
+            label=f"{s.method} (n={s.n}, {s.errors} errors, {s.mean_seconds:.0f} s/task)",
             color=_COLORS.get(s.method),
         )
-        ax.bar_label(bars, fmt="%.0f", fontsize=7)
+        # a white box keeps each value readable across its error bar
+        box = {"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8}
+        ax.bar_label(bars, fmt="%.0f", fontsize=7, label_type="center", bbox=box)
     ax.set_xticks(range(len(names)), names)
     ax.set_ylim(0, 105)
-    ax.set_ylabel("%")
+    ax.set_ylabel(f"% (error bars: {100 * report.intervals.confidence:g}% interval)")
     ax.set_title(f"{report.bench}: methods through the same graph")
-    ax.legend(fontsize=7, loc="upper right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

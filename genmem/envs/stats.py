@@ -18,7 +18,7 @@ interval back.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 import numpy as np
@@ -30,9 +30,10 @@ __all__ = [
     "IntervalSettings",
     "PairedDiff",
     "bootstrap_interval",
+    "describe",
+    "format_interval",
     "mean_interval",
     "paired_difference",
-    "percent",
     "task_means",
 ]
 
@@ -152,9 +153,26 @@ def task_means(rows: Iterable[tuple[K, float]]) -> dict[K, float]:
     return {k: float(np.mean(v)) for k, v in grouped.items()}
 
 
-def percent(estimate: Estimate | None, digits: int = 1) -> str:
-    """``'41.0 [32.0, 50.0]'``: a fraction's mean and interval in percent (``'-'`` if None)."""
-    if estimate is None:
-        return "-"
-    lo, hi = estimate.ci
-    return f"{100 * estimate.mean:.{digits}f} [{100 * lo:.{digits}f}, {100 * hi:.{digits}f}]"
+def format_interval(
+    mean: float,
+    ci: Sequence[float] | None,
+    *,
+    scale: float = 100.0,
+    digits: int = 1,
+    signed: bool = False,
+) -> str:
+    """``'41.0 [32.0, 50.0]'``: a mean and its interval, scaled (x100: a fraction in percent)."""
+    sign = "+" if signed else ""
+    text = f"{scale * mean:{sign}.{digits}f}"
+    if ci is None:
+        return text
+    lo, hi = ci
+    return f"{text} [{scale * lo:{sign}.{digits}f}, {scale * hi:{sign}.{digits}f}]"
+
+
+def describe(settings: IntervalSettings) -> str:
+    """One sentence saying how the intervals were computed."""
+    return (
+        f"Intervals: {100 * settings.confidence:g}% {settings.method}, "
+        f"{settings.resamples} resamples, seed {settings.seed}."
+    )

@@ -9,9 +9,10 @@ from genmem.envs.stats import (
     DEFAULT_INTERVALS,
     IntervalSettings,
     bootstrap_interval,
+    describe,
+    format_interval,
     mean_interval,
     paired_difference,
-    percent,
     task_means,
 )
 
@@ -42,7 +43,15 @@ def test_interval_brackets_the_mean_and_narrows_with_n() -> None:
     for est in (small, large):
         assert est.ci[0] <= est.mean <= est.ci[1]
     assert large.ci[1] - large.ci[0] < small.ci[1] - small.ci[0]
-    assert small.n == 20 and percent(small).count("[") == 1
+    assert small.n == 20
+
+
+def test_formatting_and_description() -> None:
+    assert format_interval(0.41, (0.32, 0.5)) == "41.0 [32.0, 50.0]"
+    assert format_interval(0.25, (-0.5, 1.0), signed=True) == "+25.0 [-50.0, +100.0]"
+    assert format_interval(1 / 3, None, scale=1, digits=3, signed=True) == "+0.333"
+    text = describe(IntervalSettings(resamples=1000, seed=3))
+    assert text == "Intervals: 95% percentile bootstrap over tasks, 1000 resamples, seed 3."
 
 
 def test_coverage_on_normal_samples_is_near_the_nominal_level() -> None:
