@@ -162,7 +162,7 @@ def _run(args: argparse.Namespace) -> int:
         "bank_events_before": before.events,
         "bank_events_after": open_bank(args.bank).stats().events,
     }
-    summary = summarize(records, settings)
+    summary = summarize(records, settings, scoring=scorer is not None)
     (out / "summary.json").write_text(summary.model_dump_json(indent=2))
     emit(summary.model_dump(), as_json=args.json, text=render_table(records, summary))
     return 0
@@ -188,7 +188,12 @@ def render_table(records: list[Any], summary: Any) -> str:
     widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    acc = "n/a" if summary.accuracy is None else f"{summary.accuracy:.0%} of {summary.scored}"
+    acc = "n/a"
+    if summary.accuracy is not None:
+        lo, hi = summary.accuracy_ci or (summary.accuracy, summary.accuracy)
+        acc = f"{summary.accuracy:.0%} [{lo:.0%}, {hi:.0%}] of {summary.scored}"
+        if any(r.error and r.reference is not None for r in records):
+            acc += " (errored runs count as wrong)"
     ops = ", ".join(f"{k} {v}" for k, v in sorted(summary.operations.items())) or "none"
     lines += [
         "",

@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from genmem.envs.stats import DEFAULT_INTERVALS, IntervalSettings, mean_interval
+
 __all__ = ["QueryRecord", "RunSummary", "load_queries", "run_stream", "summarize"]
 
 
@@ -54,12 +56,16 @@ class RunSummary(BaseModel):
 
     queries: int
     answered: int
-    scored: int
-    accuracy: float | None
+    scored: int = Field(description="Queries with a score, errored ones with a reference included.")
+    accuracy: float | None = Field(description="Mean score over the scored queries.")
+    accuracy_ci: tuple[float, float] | None = Field(
+        default=None, description="Bootstrap interval of the accuracy over the scored queries."
+    )
     errors: int
     operations: dict[str, int]
     mean_seconds: float
     settings: dict[str, Any] = Field(default_factory=dict)
+    intervals: IntervalSettings = DEFAULT_INTERVALS
 
 
 def load_queries(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
@@ -137,17 +143,34 @@ def run_stream(
     return records
 
 
-def summarize(records: Sequence[QueryRecord], settings: dict[str, Any] | None = None) -> RunSummary:
-    """Totals: answers, accuracy over scored queries, memory operations, time per query."""
-    scored = [r.score for r in records if r.score is not None]
+def summarize(
+    records: Sequence[QueryRecord],
+    settings: dict[str, Any] | None = None,
+    *,
+    scoring: bool = True,
+    intervals: IntervalSettings = DEFAULT_INTERVALS,
+) -> RunSummary:
+    """Totals: answers, accuracy over scored queries, memory operations, time per query.
+
+    With ``scoring`` on (a scorer ran), a query that errored but had a reference is scored 0:
+    a crash is a wrong answer, never a query left out of the accuracy.
+    """
+    scored = [
+        r.score if r.score is not None else 0.0
+        for r in records
+        if r.score is not None or (scoring and r.error and r.reference is not None)
+    ]
+    estimate = mean_interval(scored, intervals)
     ops = Counter(r.memory_op() for r in records if r.mode == "evolve" and not r.error)
     return RunSummary(
         queries=len(records),
         answered=sum(1 for r in records if r.answer),
         scored=len(scored),
-        accuracy=sum(scored) / len(scored) if scored else None,
+        accuracy=None if estimate is None else estimate.mean,
+        accuracy_ci=None if estimate is None else estimate.ci,
         errors=sum(1 for r in records if r.error),
         operations=dict(ops),
         mean_seconds=sum(r.seconds for r in records) / len(records) if records else 0.0,
         settings=settings or {},
+        intervals=intervals,
     )
