@@ -149,6 +149,7 @@ def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> 
         reranker_fn,
         sid_ranker,
     )
+    from genmem.envs.stats import DEFAULT_INTERVALS
     from genmem.memory.location import open_bank
     from genmem.policies.baselines import DenseRetriever, TfidfRetriever
     from genmem.policies.rerank import RerankConfig, Reranker
@@ -182,11 +183,13 @@ def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> 
         )
         reports[method] = {
             "rates": report.model_dump(exclude={"per_query"}),
+            "intervals": report.intervals(DEFAULT_INTERVALS).model_dump(exclude={"settings"}),
             "seconds_per_query": round((time.perf_counter() - started) / len(pairs), 4),
         }
     out.mkdir(parents=True, exist_ok=True)
     result = {"pairs": str(pairs_path), "n": len(pairs), "k": k, "bank": args.bank}
     result |= {"reranked": rerank is not None, "methods": reports}
+    result["intervals"] = DEFAULT_INTERVALS.model_dump()
     (out / "retrieval.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     plot_prefix_hits(reports, bank.spec.levels, out / "retrieval.png")
     emit(result, as_json=args.json, text=_retrieval_table(result))
@@ -194,13 +197,21 @@ def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> 
 
 
 def _retrieval_table(result: dict[str, Any]) -> str:
+    from genmem.envs.stats import IntervalSettings, describe, format_interval
+
     head = ["method", "cand. hit", "hit@1", "hit@5", "prefix@1 per level", "s/query"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for method, row in result["methods"].items():
-        r = row["rates"]
-        prefix = " / ".join(f"{100 * v:.1f}" for v in r["prefix_at_1"])
-        lines.append(
-            f"| {method} | {100 * r['candidate_hit']:.1f} | {100 * r['hit_at_1']:.1f} | "
-            f"{100 * r['hit_at_5']:.1f} | {prefix} | {row['seconds_per_query']} |"
+        r, ci = row["rates"], row["intervals"]
+        prefix = " / ".join(
+            format_interval(v, c) for v, c in zip(r["prefix_at_1"], ci["prefix_at_1"], strict=True)
         )
-    return "\n".join(lines) + f"\n\n{result['n']} pairs, {result['k']} candidates, rates in %"
+        cells = [format_interval(r[k], ci[k]) for k in ("candidate_hit", "hit_at_1", "hit_at_5")]
+        lines.append(
+            f"| {method} | " + " | ".join(cells) + f" | {prefix} | {row['seconds_per_query']} |"
+        )
+    settings = describe(IntervalSettings.model_validate(result["intervals"]))
+    return (
+        "\n".join(lines)
+        + f"\n\n{result['n']} pairs, {result['k']} candidates, rates in %. {settings}"
+    )

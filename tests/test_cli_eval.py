@@ -63,6 +63,41 @@ def test_pairs_refuse_none_and_bad_sids(tmp_path: Path, seed_bank_url: str, caps
     assert "pairs.jsonl:1" in capsys.readouterr().err
 
 
+def test_retrieval_only_reports_intervals_in_json_file_and_table(tmp_path: Path, capsys) -> None:
+    from genmem.memory.sqlite_store import SQLiteBankStore
+    from tests.conftest import TEST_HASH
+    from tests.envs.test_retrieval_eval import SPEC, TEXTS
+
+    bank = SQLiteBankStore(tmp_path / "b.db").create_bank("b", spec=SPEC, codebook_hash=TEST_HASH)
+    for sid, text in TEXTS.items():
+        bank.insert(sid, text)
+    pairs = tmp_path / "pairs.jsonl"
+    queries = ["count the apples and oranges", "money left after the pen", "rows of chairs"]
+    pairs.write_text(
+        "".join(
+            json.dumps({"query": q, "reference_sid": s}) + "\n"
+            for q, s in zip(queries, TEXTS, strict=False)
+        )
+    )
+    out = tmp_path / "r"
+    args = ["eval", "--pairs", str(pairs), "--bank", f"sqlite:///{tmp_path}/b.db?bank=b"]
+    args += ["--methods", "tfidf", "--no-rerank", "--candidates", "2", "--out", str(out)]
+    assert main([*args, "--json"]) == 0
+    result = _json(capsys)
+    assert result["intervals"]["resamples"] >= 1000 and result["intervals"]["confidence"] == 0.95
+    ci = result["methods"]["tfidf"]["intervals"]
+    rates = result["methods"]["tfidf"]["rates"]
+    for key in ("candidate_hit", "hit_at_1", "hit_at_5"):
+        assert ci[key][0] <= rates[key] <= ci[key][1]
+    assert len(ci["prefix_at_1"]) == len(ci["prefix_at_5"]) == SPEC.levels
+    assert json.loads((out / "retrieval.json").read_text()) == result
+    assert (out / "retrieval.png").read_bytes()[:4] == b"\x89PNG"
+    assert main(args) == 0
+    table = capsys.readouterr().out
+    hit = rates["hit_at_1"]
+    assert f"{100 * hit:.1f} [" in table and "Intervals: 95% percentile bootstrap" in table
+
+
 @pytest.mark.slow
 def test_retrieval_only_scores_the_baselines_on_seed_pairs(
     tmp_path: Path, seed_bank_url: str, capsys

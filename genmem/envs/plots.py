@@ -68,14 +68,22 @@ def plot_eval_summary(report: EvalReport, metric_names: Sequence[str], path: Pat
 
 
 def plot_prefix_hits(reports: Mapping[str, Mapping[str, Any]], levels: int, path: Path) -> Path:
-    """Cumulative prefix hit rate H_{1:l}@1 and @5 per level, one line per method."""
+    """Cumulative prefix hit rate H_{1:l}@1 and @5 per level, one line per method.
+
+    A row with ``intervals`` (as ``genmem eval --pairs`` writes them) gets a shaded band.
+    """
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2), sharey=True)
     depth = list(range(1, levels + 1))
     for ax, key in zip(axes, ("prefix_at_1", "prefix_at_5"), strict=True):
         for method, row in reports.items():
             values = [100 * v for v in row["rates"][key]]
-            ax.plot(depth, values, marker="o", label=method, color=_COLORS.get(method))
+            color = _COLORS.get(method)
+            ax.plot(depth, values, marker="o", label=method, color=color)
+            bands = (row.get("intervals") or {}).get(key)
+            if bands:
+                lo, hi = ([100 * b[i] for b in bands] for i in (0, 1))
+                ax.fill_between(depth, lo, hi, color=color, alpha=0.15, linewidth=0)
         ax.set_xticks(depth, [f"1:{d}" for d in depth])
         ax.set_xlabel("SID levels matched")
         ax.set_title(key.replace("prefix_at_", "prefix hit @"))

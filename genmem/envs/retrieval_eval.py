@@ -16,7 +16,8 @@ candidate list is also the final list. Per query, and then as rates over all que
   with the reference on all of levels ``1..l`` at once. At ``l = L`` this is Hit@k.
 
 Both hierarchical metrics are reported for ``k`` = 1 and 5. Rates are fractions in [0, 1]; the
-paper prints them times 100. The per-query arithmetic is
+paper prints them times 100. :meth:`RetrievalReport.intervals` puts a seeded percentile bootstrap
+interval over queries on each rate. The per-query arithmetic is
 :func:`genmem.policies.rerank.retrieval_hits`, so these numbers match the ones the reranking
 code reports elsewhere.
 """
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field
 from tqdm.auto import tqdm
 
+from genmem.envs.stats import DEFAULT_INTERVALS, IntervalSettings, bootstrap_interval
 from genmem.errors import InvalidSID
 from genmem.memory.sid import DEFAULT_SPEC, SIDSpec
 from genmem.policies.baselines import DEFAULT_K
@@ -45,6 +47,7 @@ __all__ = [
     "PayloadRetriever",
     "Ranker",
     "RerankFunc",
+    "RetrievalIntervals",
     "RetrievalPair",
     "RetrievalReport",
     "baseline_ranker",
@@ -76,6 +79,22 @@ class RetrievalPair(BaseModel):
 
     query: str = Field(description="The task query given to the ranker.")
     reference_sid: str = Field(description="Canonical SID of the target entry.")
+
+
+Interval = tuple[float, float]
+
+
+class RetrievalIntervals(BaseModel):
+    """Bootstrap intervals over queries of every rate of a :class:`RetrievalReport`."""
+
+    candidate_hit: Interval
+    hit_at_1: Interval
+    hit_at_5: Interval
+    level_at_1: list[Interval] = Field(description="Per level l: the interval of H_l@1.")
+    prefix_at_1: list[Interval] = Field(description="Per level l: the interval of H_{1:l}@1.")
+    level_at_5: list[Interval] = Field(description="Per level l: the interval of H_l@5.")
+    prefix_at_5: list[Interval] = Field(description="Per level l: the interval of H_{1:l}@5.")
+    settings: IntervalSettings
 
 
 class RetrievalReport(BaseModel):
@@ -167,6 +186,27 @@ class RetrievalReport(BaseModel):
     def prefix_at_5(self) -> list[float]:
         """Cumulative prefix hit rate H_{1:l}@5 per level (Eq. 36)."""
         return [c / self.n for c in self.prefix_hits_at_5]
+
+    def intervals(self, settings: IntervalSettings = DEFAULT_INTERVALS) -> RetrievalIntervals:
+        """A bootstrap interval over queries for each rate (each query a 0/1 hit)."""
+
+        def ci(flags: Any) -> Interval:
+            interval = bootstrap_interval([float(f) for f in flags], settings)
+            assert interval is not None  # a report holds at least one query
+            return interval
+
+        q = self.per_query
+        depths = range(1, self.levels + 1)
+        return RetrievalIntervals(
+            candidate_hit=ci(r.candidate_hit for r in q),
+            hit_at_1=ci(r.hit_at_1 for r in q),
+            hit_at_5=ci(r.hit_at_5 for r in q),
+            level_at_1=[ci(r.levels_at_1[lv] for r in q) for lv in range(self.levels)],
+            prefix_at_1=[ci(r.depth_at_1 >= d for r in q) for d in depths],
+            level_at_5=[ci(r.levels_at_5[lv] for r in q) for lv in range(self.levels)],
+            prefix_at_5=[ci(r.depth_at_5 >= d for r in q) for d in depths],
+            settings=settings,
+        )
 
     def summary(self) -> str:
         """The headline rates as percentages on one line."""

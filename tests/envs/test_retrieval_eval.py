@@ -19,6 +19,7 @@ from genmem.envs.retrieval_eval import (
     reranker_fn,
     sid_ranker,
 )
+from genmem.envs.stats import IntervalSettings, bootstrap_interval
 from genmem.errors import InvalidSID
 from genmem.graph.retriever import build_retriever_graph
 from genmem.memory.sid import DEFAULT_SPEC, SIDSpec
@@ -85,6 +86,26 @@ def test_hand_computed_report() -> None:
     assert rep.prefix_at_1[-1] == rep.hit_at_1 and rep.prefix_at_5[-1] == rep.hit_at_5
     assert [r.reference for r in rep.per_query] == list(REFS.values())
     assert "hit@1=25.0%" in rep.summary()
+
+
+def test_every_rate_gets_a_bootstrap_interval_over_queries() -> None:
+    rep = evaluate_retrieval(PAIRS, table_ranker(RANKED), k=6, spec=SPEC)
+    ci = rep.intervals(IntervalSettings(seed=5))
+    # Each interval is the bootstrap of that rate's per-query 0/1 hits (q0..q3 as above).
+    assert ci.candidate_hit == bootstrap_interval([1, 1, 1, 0], IntervalSettings(seed=5))
+    assert ci.hit_at_1 == bootstrap_interval([0, 1, 0, 0], IntervalSettings(seed=5))
+    assert ci.prefix_at_1[0] == bootstrap_interval([1, 1, 0, 0], IntervalSettings(seed=5))
+    assert len(ci.prefix_at_1) == len(ci.level_at_5) == len(ci.prefix_at_5) == 3
+    for rate, (lo, hi) in [
+        (rep.candidate_hit, ci.candidate_hit),
+        (rep.hit_at_1, ci.hit_at_1),
+        (rep.hit_at_5, ci.hit_at_5),
+        *zip(rep.prefix_at_1, ci.prefix_at_1, strict=True),
+        *zip(rep.prefix_at_5, ci.prefix_at_5, strict=True),
+        *zip(rep.level_at_1, ci.level_at_1, strict=True),
+    ]:
+        assert 0.0 <= lo <= rate <= hi <= 1.0
+    assert ci.settings.seed == 5 and rep.intervals() == rep.intervals()  # seeded
 
 
 def test_report_agrees_with_aggregate_hits() -> None:
