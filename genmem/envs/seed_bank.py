@@ -21,7 +21,7 @@ from typing import Any, Literal
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field
 
-from genmem.envs.bundled import GSM8K_TRAIN, read_gsm8k
+from genmem.envs.bundled import GSM8K_TRAIN, append_jsonl, jsonl_rows, read_gsm8k
 
 __all__ = [
     "DistillMode",
@@ -127,23 +127,15 @@ def _distil(
 
     from genmem.policies.backends import load_chat_model
 
-    done: list[str] = []
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                done.append(json.loads(line)["text"])
+    done = [row["text"] for row in jsonl_rows(path)]  # a torn last line is dropped and redone
     todo = rows[len(done) :]
     if not todo:
         return done[: len(rows)]
     chat = load_chat_model(config.model)
-    with path.open("a", encoding="utf-8") as fh:
-        for i, row in enumerate(
-            tqdm(todo, desc="distil experiences", disable=not progress), len(done)
-        ):
-            text = model_experience(chat, row["question"], row["answer"])
-            fh.write(json.dumps({"index": i, "text": text}, ensure_ascii=False) + "\n")
-            fh.flush()
-            done.append(text)
+    for i, row in enumerate(tqdm(todo, desc="distil experiences", disable=not progress), len(done)):
+        text = model_experience(chat, row["question"], row["answer"])
+        append_jsonl(path, {"index": i, "text": text})
+        done.append(text)
     return done
 
 
