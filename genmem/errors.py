@@ -26,6 +26,7 @@ __all__ = [
     "ReadOnlyBank",
     "SlotEmpty",
     "SlotOccupied",
+    "TooManyFailures",
     "VersionConflict",
 ]
 
@@ -155,3 +156,13 @@ class InvalidModelOutput(GenMemError, ValueError):
     def __init__(self, message: str, *, output: str | None = None) -> None:
         super().__init__(message)
         self.output = output
+
+
+class TooManyFailures(GenMemError, RuntimeError):
+    """A run stopped because more of its steps failed than it was set to tolerate."""
+
+    def __init__(self, message: str, *, failures: int, limit: int, last_error: str) -> None:
+        super().__init__(message)
+        self.failures = failures
+        self.limit = limit
+        self.last_error = last_error

@@ -45,10 +45,16 @@ __all__ = [
     "token_f1",
 ]
 
-DEFAULT_PARTIAL_BONUS = 0.5
-"""Bonus ``alpha_partial`` when both runs succeed. The paper requires it to be positive but gives
-no value; 0.5 keeps "memory rescued the task" (1) above "memory kept a success" (0.5) above
-"both failed" (0)."""
+DEFAULT_PARTIAL_BONUS = 0.2
+"""``alpha_partial`` of Eq. 8 / Eq. 29, the bonus when both the memory run and the memory-free run
+succeed; the one value training (GRPO's outcome reward) and evaluation (the contrastive column)
+both use. The paper asks for a positive bonus and gives no value. 0.2 is positive, so keeping a
+success ranks above two failures, and small next to the 1 of rescuing a failed task. Kept small
+on purpose: in a reported mean it adds ``0.2 x P(both succeed)`` even when memory changes
+nothing, an offset a larger bonus would inflate. (In GRPO the memory-free run is shared by a
+whole group, so with 0/1 scores a group's outcomes take at most two values and the bonus only
+rescales their gap, which group normalisation removes; it matters for graded scores such as
+F1.)"""
 
 MATH_TOLERANCE = 1e-6
 """Absolute tolerance when two final answers both read as numbers."""
@@ -393,7 +399,8 @@ def contrastive_outcome(
     answers are scored by the benchmark's scorer, and the reward is the difference plus
     ``alpha_partial`` when both runs succeed. With 0/1 scores it is 1 when only the memory run
     succeeds, -1 when only the memory-free run does, ``bonus`` when both do and 0 when neither
-    does, so it rewards what the memory adds rather than accuracy itself.
+    does, so it rewards what the memory adds rather than accuracy itself. GRPO's outcome reward
+    (:mod:`genmem.training.rollouts`) and evaluation's contrastive column both call this one.
 
     Args:
         with_memory: Task score in [0, 1] of the run that used the memory support.

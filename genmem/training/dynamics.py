@@ -47,15 +47,19 @@ def trailing_mean(values: Sequence[float], window: int) -> list[float]:
 def _values(
     rows: Iterable[dict[str, Any]], role: str, keys: Sequence[str], *, by_step: bool
 ) -> dict[int, dict[str, list[float]]]:
-    """``role``'s non-None values of ``keys`` as floats, grouped by step (or all under 0)."""
+    """``role``'s values of ``keys`` as floats, grouped by step (or all under 0).
+
+    None (not applicable) and NaN (the part failed) are left out, never averaged in.
+    """
     groups: dict[int, dict[str, list[float]]] = defaultdict(lambda: {k: [] for k in keys})
     for row in rows:
         if row.get("role") != role:
             continue
         group = groups[int(row.get("step", 0)) if by_step else 0]
         for key in keys:
-            if row.get(key) is not None:
-                group[key].append(float(row[key]))
+            value = row.get(key)
+            if value is not None and not (isinstance(value, float) and math.isnan(value)):
+                group[key].append(float(value))
     return groups
 
 
@@ -66,7 +70,7 @@ def _mean(values: list[float]) -> float | None:
 def step_means(rows: Iterable[dict[str, Any]], role: str, keys: Sequence[str]) -> dict[str, Any]:
     """Per-step means of ``keys`` over ``role``'s rollouts: ``{"steps": [...], key: [...]}``.
 
-    Booleans count as 0/1; a missing or None value is left out of its step's mean.
+    Booleans count as 0/1; a missing, None or NaN value is left out of its step's mean.
     """
     groups = _values(rows, role, keys, by_step=True)
     steps = sorted(groups)

@@ -42,14 +42,23 @@ def solve(
 
 @contextlib.contextmanager
 def scratch_bank(bank_url: str, path: Path) -> Iterator[str]:
-    """A throw-away SQLite copy of ``bank_url`` at ``path``; its URL (files removed after)."""
+    """A throw-away SQLite copy of ``bank_url`` at ``path``; its URL (files removed after).
+
+    Whoever opens the copy closes it inside the block. On exit a store that
+    :func:`~genmem.tools.lookup.resolve_bank` opened from the URL is closed too, before the
+    files go: an open store would keep the removed files' descriptors, and a later copy at the
+    same path would be read through the stale cached store.
+    """
     from genmem.envs.seed_bank import copy_bank_file
     from genmem.memory.location import parse_bank_url
+    from genmem.tools.lookup import close_resolved_banks
 
     loc = parse_bank_url(bank_url)
     copy_bank_file(Path(loc.location), path)
+    url = f"sqlite:///{path}?bank={loc.bank_id}"
     try:
-        yield f"sqlite:///{path}?bank={loc.bank_id}"
+        yield url
     finally:
+        close_resolved_banks(url)
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)

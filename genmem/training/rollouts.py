@@ -1,29 +1,50 @@
 """GRPO rollouts that run through the LangGraph graphs (TRL ``rollout_func``).
 
-Each GRPO prompt is one task in one role. The policy writes the SID turn (sampled by TRL's own
-generator, so vLLM is used when the trainer has it); the rest runs through the project's graphs:
+Each GRPO prompt is one task in one role, rendered as the SID turn's prompt at inference (the
+addressing prompt over the role's user turn). The policy samples the SID turn (TRL's own
+generator, so vLLM when the trainer has it; ``constrained`` samples under the SID trie); the
+rest runs through the project's graphs:
 
 - **MemRetriever**: the MemRetriever subgraph looks the SID up with the real ``memory_lookup``
   tool and rewrites what it found; StackPlanner solves the task with that support; the task
   scorer scores the answer.
-- **MemEvolver**: the prompt holds the task, the no-memory trajectory and its outcome. The
-  MemEvolver subgraph reads the SID, decides ``insert`` / ``revise`` and writes to a *scratch
-  copy* of the bank (never the input bank); StackPlanner then solves the task with the evolved
-  payload as support.
+- **MemEvolver**: the prompt holds the task, the no-memory run and what the environment itself
+  says about that run (:meth:`~genmem.envs.base.Environment.signal`: a game's won flag; nothing
+  for GSM8K or QA, where only the reference could tell), exactly what MemEvolver is given at
+  inference and never a verdict against the reference. The MemEvolver subgraph reads the SID,
+  decides ``insert`` / ``revise`` and writes to a *scratch copy* of the bank (never the input
+  bank; each copy is closed and removed after its rollout); StackPlanner then solves the task
+  with the evolved payload as support.
+
+What GRPO trains (``completion``):
+
+- ``whole`` (default): the agent's whole turn, as the paper optimises it: the SID, then the
+  ``memory_lookup`` result (as the text turn's prompt, masked out of the loss by ``env_mask``),
+  then the rewrite (MemRetriever) or decision (MemEvolver) the policy itself samples
+  (:mod:`genmem.training.turns`). The chat model only plans (StackPlanner) and judges.
+- ``sid``: the SID turn alone; the rewrite and the decision come from the chat model, untrained.
 
 Before training, every task is run once without memory (StackPlanner alone): that run is the
 outcome baseline of Eq. 4 and the trajectory MemEvolver distils. An invalid SID gets format 0
 and no memory is supplied, so its outcome is 0.
 
-The strategic-quality judge is the chat model with privileged access to the reference answer,
-answering a :class:`~genmem.training.rewards.JudgeVerdict` (0/1/2) under the rubric below
-(own wording of the paper's relevance-judge idea). Every part is returned per completion in
-``parts``; :func:`reward_functions` exposes them to TRL (see :mod:`genmem.training.advantages`
-for how the two channels are weighted and normalised).
+The strategic-quality judge is the chat model with privileged access to the reference answer
+(it is not trained), answering a :class:`~genmem.training.rewards.JudgeVerdict` (0/1/2); the
+graded texts reach it as data blocks (:func:`~genmem.training.rewards.judge_messages`). Every
+part is returned per completion in ``parts``; :func:`reward_functions` exposes them to TRL (see
+:mod:`genmem.training.advantages` for how the two channels are weighted and normalised).
+
+Failures are never scored as 0: a judge call that raises leaves its part NaN (and the process
+channel NaN), a rollout that raises leaves every part and both channels NaN. TRL leaves NaN out
+of its group statistics, and a completion with no value at all gets advantage 0. Each failure is
+logged with its task and exception and counted; one more than ``max_failures`` stops the run
+with :class:`~genmem.errors.TooManyFailures`.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import math
 import tempfile
 from collections.abc import Callable, Sequence
@@ -34,6 +55,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from genmem.envs.base import Environment, Task
+from genmem.envs.scoring import DEFAULT_PARTIAL_BONUS, contrastive_outcome
+from genmem.errors import TooManyFailures
 from genmem.memory.sid import SIDSpec
 from genmem.policies.prompts import (
     NO_MEMORY_ANSWER,
@@ -45,64 +68,77 @@ from genmem.policies.types import SIDCandidate
 from genmem.training.advantages import CHANNELS
 from genmem.training.graph_runs import planner_graph, scratch_bank, solve
 from genmem.training.rewards import (
-    ALPHA_PARTIAL,
+    FAITHFUL_RUBRIC,
+    JUDGE_RUBRIC,
     JudgeVerdict,
-    contrastive_outcome,
     format_reward,
+    judge_messages,
     judge_score,
+    neighbourhood_similarity,
     operation_reward,
     parse_completion_sid,
     sid_agreement_reward,
 )
+from genmem.training.turns import PolicyTurnChat, TurnRecord, trainer_sampler
 
 __all__ = [
     "PARTS",
+    "Completion",
     "GraphRollouts",
     "Role",
     "RolloutConfig",
     "RolloutTask",
-    "neighbourhood_similarity",
     "reward_functions",
 ]
 
-Role = Literal["retriever", "evolver"]
+logger = logging.getLogger(__name__)
 
-JUDGE_RUBRIC = (
-    "You grade memory support written for an agent. You see the task, its correct answer (the "
-    "agent never sees it) and the support text. Score 2 when the support points to the right "
-    "method and would lead to the correct answer, 1 when it is related but only partly useful, "
-    "0 when it is irrelevant, empty or misleading. Reply as JSON with a short reason and the "
-    "score."
-)
-FAITHFUL_RUBRIC = (
-    "You grade an experience distilled from an agent's run. You see the task, its correct "
-    "answer and the run. Score 2 when the experience states what the run actually did and what "
-    "it teaches, without invented steps or missing the key mistake; 1 when it is partly "
-    "faithful; 0 when it is unrelated, empty or contradicts the run. Reply as JSON with a short "
-    "reason and the score."
-)
+Role = Literal["retriever", "evolver"]
+Completion = Literal["whole", "sid"]
 
 PARTS: dict[Role, tuple[str, ...]] = {
     "retriever": ("format", "sid_agreement", "strategy_judge"),
     "evolver": ("format", "sid_agreement", "faithful", "localization", "operation"),
 }
+_REPLY: dict[Role, str] = {"retriever": "rewrite", "evolver": "decision"}
+"""What the policy's text turn is called in the rollout log, per role."""
 
 
 class RolloutConfig(BaseModel):
-    """How rollouts run the graph and score it."""
+    """How rollouts run the graph and score it (field descriptions are the CLI's help)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    alpha_partial: float = Field(default=ALPHA_PARTIAL, ge=0)
+    completion: Completion = Field(
+        default="whole",
+        description="What GRPO trains: 'whole' = the agent's whole turn (SID, the lookup "
+        "result masked out of the loss, then the rewrite or decision the policy writes); "
+        "'sid' = the SID turn only (the chat model writes the rewrite and the decision).",
+    )
+    alpha_partial: float = Field(
+        default=DEFAULT_PARTIAL_BONUS,
+        ge=0,
+        description="Outcome bonus when both runs succeed (Eq. 4); evaluation uses the same.",
+    )
     memory_k: int = Field(default=3, ge=1, description="Entries a lookup returns.")
     max_steps: int = Field(default=1, ge=1, description="StackPlanner steps per run.")
-    max_new_tokens: int = Field(default=128, ge=1, description="Reply cap of the graph's calls.")
+    max_new_tokens: int = Field(
+        default=128,
+        ge=1,
+        description="Reply cap of the graph's calls and of the policy's rewrite or decision.",
+    )
     judge: bool = Field(default=True, description="Call the LLM judge (False: judge parts 0).")
     max_context_tokens: int = Field(default=512, ge=16)
     constrained: bool = Field(
         default=False,
         description="Sample the SID turn under the SID trie (always valid, format reward 1); "
         "False samples freely with TRL's generator (vLLM when configured), as the paper does.",
+    )
+    max_failures: int = Field(
+        default=10,
+        ge=0,
+        description="Failed rollouts and judge calls tolerated (each is logged and scored NaN, "
+        "not 0); one more stops the run, keeping the rollout log and the report so far.",
     )
 
 
@@ -117,6 +153,8 @@ class RolloutTask:
     base_answer: str | None = None
     base_score: float = 0.0
     base_trajectory: str = ""
+    base_signal: str | None = None
+    """What the environment itself said about the baseline run (None: nothing observable)."""
 
 
 @dataclass
@@ -130,30 +168,8 @@ class _Chosen:
         return [] if self.sid is None else [SIDCandidate(sid=self.sid, score=0.0)]
 
 
-def neighbourhood_similarity(
-    sid: Sequence[int], payload_vec: Any, bank: Any, encode: Callable[[list[str]], Any]
-) -> float:
-    """r_loc: how well ``sid``'s neighbourhood matches the payload, in [0, 1].
-
-    The neighbourhood is the live entries sharing the longest prefix with ``sid`` (at least one
-    level; the entry at ``sid`` itself excluded). The reward is the best cosine similarity
-    between the payload and those entries (clipped at 0), scaled by how deep the shared prefix
-    is (``depth / (L - 1)``): a payload next to close siblings scores high, one dropped into an
-    unrelated region scores low.
-    """
-    import numpy as np
-
-    levels = len(sid)
-    own = tuple(sid)
-    for depth in range(levels - 1, 0, -1):
-        near = [e for e in bank.entries(own[:depth]) if bank.sid(e.sid).codes != own]
-        texts = [e.payload for e in near if e.payload.strip()]
-        if texts:
-            vecs = np.asarray(encode(texts), dtype=np.float64)
-            p = np.asarray(payload_vec, dtype=np.float64)
-            sims = vecs @ p / (np.linalg.norm(vecs, axis=1) * np.linalg.norm(p) + 1e-12)
-            return float(max(0.0, sims.max()) * depth / (levels - 1))
-    return 0.0
+def _nan_to_none(value: Any) -> Any:
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 @dataclass
@@ -168,6 +184,12 @@ class GraphRollouts:
     log: list[dict[str, Any]] = field(default_factory=list)
     step: int = 0
     """The trainer's global step when the current batch was sampled (logged with each rollout)."""
+    log_path: Path | None = None
+    """Where each rollout's log row is appended as it finishes (JSON lines; NaN written null)."""
+    encoder: Any = None
+    """Text encoder of r_loc (None: the embedded default, loaded on first use)."""
+    failures: int = 0
+    last_failure: str | None = None
 
     def __post_init__(self) -> None:
         from genmem.memory.location import open_bank
@@ -177,35 +199,45 @@ class GraphRollouts:
         self._chosen = _Chosen(spec=self.spec)
         self._graphs: dict[str, Any] = {}
         self._scratch = Path(tempfile.mkdtemp(prefix="genmem-grpo-"))
-        self._encoder: Any = None
+        self._policy_chat = PolicyTurnChat(max_new_tokens=self.config.max_new_tokens)
+        if self.log_path is not None:
+            self.log_path.write_text("", encoding="utf-8")
 
     def close(self) -> None:
-        """Remove the folder of per-rollout scratch banks."""
+        """Close the bank and remove the folder of per-rollout scratch banks."""
         import shutil
 
+        self.bank.store.close()
         shutil.rmtree(self._scratch, ignore_errors=True)
 
     # -- setup --------------------------------------------------------------------------------
 
     def _graph(self, name: str) -> Any:
         if name not in self._graphs:
-            from genmem.graph.evolver import build_evolver_graph
+            from genmem.graph.evolver import EvolverConfig, build_evolver_graph
             from genmem.graph.retriever import build_retriever_graph
 
+            whole = self.config.completion == "whole"
+            writer = self._policy_chat if whole else self.chat
             if name == "planner":
                 graph = planner_graph(self.chat, self.env, self.config.max_steps)
+            elif name == "retriever":
+                graph = build_retriever_graph(writer, sid_generator=self._chosen).compile()
             else:
-                build = build_retriever_graph if name == "retriever" else build_evolver_graph
-                graph = build(self.chat, sid_generator=self._chosen).compile()
+                # Whole turns: one decision per rollout, so the completion holds one and the
+                # format reward grades the policy's first answer, not a retry after feedback.
+                cfg = EvolverConfig(max_retries=0) if whole else None
+                graph = build_evolver_graph(writer, sid_generator=self._chosen, config=cfg)
+                graph = graph.compile()
             self._graphs[name] = graph
         return self._graphs[name]
 
-    def _solve(self, task: Task, support: str | None) -> tuple[str | None, float, str]:
-        """StackPlanner on ``task`` (with ``support``): answer, task score, rendered trajectory."""
+    def _solve(self, task: Task, support: str | None) -> tuple[str | None, Any, str]:
+        """StackPlanner on ``task`` (with ``support``): answer, outcome, rendered trajectory."""
         from genmem.graph.trajectory import render_trajectory
 
         answer, outcome, trajectory = solve(self._graph("planner"), self.env, task, support)
-        return answer, float(outcome.score), render_trajectory(trajectory, clip=600)
+        return answer, outcome, render_trajectory(trajectory, clip=600)
 
     def add_tasks(
         self,
@@ -220,21 +252,21 @@ class GraphRollouts:
 
         rows = []
         for task in tqdm(tasks, desc="no-memory baselines", disable=not progress):
-            answer, score, trajectory = self._solve(task, None)
+            answer, outcome, trajectory = self._solve(task, None)
             for role in roles:
                 item = RolloutTask(
                     task=task,
                     role=role,
                     reference_sid=reference_sids.get(task.id),
                     base_answer=answer,
-                    base_score=score,
+                    base_score=float(outcome.score),
                     base_trajectory=trajectory,
+                    base_signal=self.env.signal(outcome),
                 )
-                outcome = "success" if score >= 1.0 else "failure"
                 context = (
                     retriever_user_message(task.query)
                     if role == "retriever"
-                    else evolver_user_message(task.query, trajectory, outcome)
+                    else evolver_user_message(task.query, trajectory, item.base_signal)
                 )
                 item.prompt = address_prompt(
                     tokenizer,
@@ -249,47 +281,72 @@ class GraphRollouts:
     # -- TRL hook -----------------------------------------------------------------------------
 
     def __call__(self, prompts: list[str], trainer: Any) -> dict[str, Any]:
-        """Sample the SID turns with the trainer's generator, run the graph, score each."""
+        """Sample the SID turns, run the graph (and, whole, the policy's text turns), score."""
         tok = trainer.processing_class
         self.step = int(trainer.state.global_step)
         prompt_ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
         if self.config.constrained:
-            completion_ids, logprobs = self._sample_constrained(trainer, prompt_ids), None
+            sid_ids, sid_logprobs = self._sample_constrained(trainer, prompt_ids), None
         else:
             # TRL's own sampler (transformers or vLLM, ZeRO-3 aware); private, pinned TRL 1.16.
-            completion_ids, logprobs = trainer._generate_single_turn(
+            sid_ids, sid_logprobs = trainer._generate_single_turn(
                 prompt_ids, None, {}, trainer.num_generations
             )
-        texts = tok.batch_decode(completion_ids, skip_special_tokens=True)
-        parts = [self.score(p, t) for p, t in zip(prompts, texts, strict=True)]
-        return {
+        sid_texts = tok.batch_decode(sid_ids, skip_special_tokens=True)
+        whole = self.config.completion == "whole"
+        sampler = trainer_sampler(trainer) if whole else None
+        completion_ids, env_mask, logprobs, parts = [], [], [], []
+        for i, prompt in enumerate(prompts):
+            turns = TurnRecord(context=[*prompt_ids[i], *sid_ids[i]])
+            role = self.tasks[prompt].role if prompt in self.tasks else "retriever"
+            if sampler is not None:
+                self._policy_chat.begin(turns, sampler, tok, part=_REPLY[role])
+            try:
+                parts.append(self.score(prompt, sid_texts[i], turns=turns))
+            finally:
+                self._policy_chat.end()
+            completion_ids.append([*sid_ids[i], *turns.ids])
+            env_mask.append([1] * len(sid_ids[i]) + turns.mask)
+            if sid_logprobs is not None:
+                logprobs.append([*sid_logprobs[i], *turns.logprobs])
+        out = {
             "prompt_ids": prompt_ids,
             "completion_ids": completion_ids,
-            "logprobs": logprobs,
+            "logprobs": logprobs if sid_logprobs is not None else None,
             "parts": parts,
         }
+        if whole:
+            out["env_mask"] = env_mask
+        return out
 
     def _sample_constrained(self, trainer: Any, prompt_ids: list[list[int]]) -> list[list[int]]:
         """Sample one SID per prompt under the trie of all SIDs, then the end token."""
         import torch
+        from trl.models.utils import unwrap_model_for_generation
 
         from genmem.policies.sid_decoding import SIDTrie
         from genmem.policies.sid_tokens import sid_token_ids
 
         tok = trainer.processing_class
         trie = SIDTrie(self.spec, sid_token_ids(tok, self.spec), None)
-        model = trainer.accelerator.unwrap_model(trainer.model)
         out: list[list[int]] = []
-        for ids in prompt_ids:
-            n = len(ids)
+        with (
+            unwrap_model_for_generation(
+                trainer.model_wrapped,
+                trainer.accelerator,
+                gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
+            ) as model,
+            torch.no_grad(),
+        ):
+            for ids in prompt_ids:
+                n = len(ids)
 
-            def allowed(_: int, seq: Any, n: int = n) -> list[int]:
-                done = seq[n:].tolist()
-                if len(done) >= self.spec.levels:
-                    return [tok.eos_token_id]
-                return trie.allowed(done)
+                def allowed(_: int, seq: Any, n: int = n) -> list[int]:
+                    done = seq[n:].tolist()
+                    if len(done) >= self.spec.levels:
+                        return [tok.eos_token_id]
+                    return trie.allowed(done)
 
-            with torch.no_grad():
                 gen = model.generate(
                     torch.tensor([ids], device=model.device),
                     do_sample=True,
@@ -298,48 +355,96 @@ class GraphRollouts:
                     prefix_allowed_tokens_fn=allowed,
                     pad_token_id=tok.pad_token_id,
                 )
-            out.append(gen[0, n:].tolist())
+                out.append(gen[0, n:].tolist())
         return out
 
-    def score(self, prompt: str, completion: str) -> dict[str, float | None]:
-        """Run the graph for one completion and return every reward part and both channels."""
+    # -- one rollout --------------------------------------------------------------------------
+
+    def score(
+        self, prompt: str, completion: str, turns: TurnRecord | None = None
+    ) -> dict[str, Any]:
+        """Run the graph for one SID turn and return every reward part and both channels.
+
+        ``turns`` collects the policy's text turns in whole-turn mode (for the log).
+
+        Raises:
+            TooManyFailures: this rollout's failure was one more than ``max_failures``.
+        """
         item = self.tasks.get(prompt)
         if item is None:
             raise KeyError("a GRPO prompt that add_tasks did not make; rebuild the dataset")
         run = self._evolve if item.role == "evolver" else self._retrieve
+        errors: list[str] = []
         try:
-            parts = run(item, completion)
-        except Exception as exc:  # a crashing rollout scores 0; training goes on
-            parts = dict.fromkeys(PARTS[item.role], 0.0) | {"outcome": 0.0, "error": repr(exc)}
+            parts = run(item, completion, errors)
+        except Exception as exc:  # scored NaN (left out of the group), counted, logged
+            errors.append(self._failed("rollout", item.task, exc))
+            parts = dict.fromkeys(PARTS[item.role], math.nan) | {"outcome": math.nan}
         # Eligibility flags for the training-dynamics curves: logged, not rewards.
         agreement = parts.get("sid_agreement")
         flags = {
             "step": self.step,
             "sid_valid": parse_completion_sid(completion, self.spec) is not None,
             "retrieved": bool(parts.pop("retrieved", False)),
-            "sid_match": None if agreement is None else agreement >= 1.0,
+            "sid_match": None if agreement is None or math.isnan(agreement) else agreement >= 1.0,
             "answered": bool(parts.pop("answered", False)),
         }
-        process = sum(v for k, v in parts.items() if k in PARTS[item.role] and v is not None)
-        parts["process_channel"] = process
+        texts = {k: parts.pop(k) for k in ("support", "payload") if k in parts}
+        values = [parts.get(k) for k in PARTS[item.role]]
+        failed = any(v is not None and math.isnan(v) for v in values)
+        parts["process_channel"] = math.nan if failed else sum(v for v in values if v is not None)
         parts["outcome_channel"] = parts["outcome"]
-        self.log.append(
-            {"task": item.task.id, "role": item.role, "completion": completion, **flags, **parts}
-        )
+        sid_part = {"part": "sid", "trained": True, "text": completion}
+        row = {
+            "task": item.task.id,
+            "role": item.role,
+            "completion": completion,
+            "turns": [sid_part, *(turns.parts if turns is not None else [])],
+            **texts,
+            **flags,
+            **parts,
+            "errors": errors,
+        }
+        self.log.append(row)
+        if self.log_path is not None:
+            with self.log_path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps({k: _nan_to_none(v) for k, v in row.items()}) + "\n")
+        if self.failures > self.config.max_failures:
+            raise TooManyFailures(
+                f"{self.failures} GRPO failures (max_failures={self.config.max_failures}); "
+                f"the last: {self.last_failure}. Fix the cause, or raise --max-failures",
+                failures=self.failures,
+                limit=self.config.max_failures,
+                last_error=self.last_failure or "",
+            )
         return parts
 
-    def _judge(self, rubric: str, task: Task, text: str, label: str) -> float:
-        if not self.config.judge or not text.strip() or text == NO_MEMORY_ANSWER:
-            return 0.0
-        from langchain_core.messages import HumanMessage, SystemMessage
+    def _failed(self, what: str, task: Task, exc: BaseException) -> str:
+        """Count and log a failure; the line the rollout log keeps."""
+        self.failures += 1
+        self.last_failure = f"{what} on task {task.id!r}: {exc!r}"
+        logger.warning(
+            "GRPO %s failed on task %r (failure %d of at most %d): %r",
+            what,
+            task.id,
+            self.failures,
+            self.config.max_failures,
+            exc,
+            exc_info=exc,
+        )
+        return self.last_failure
 
-        user = f"Task:\n{task.query}\n\nCorrect answer: {task.reference}\n\n{label}:\n{text[:1500]}"
+    def _judge(self, rubric: str, task: Task, errors: list[str], **texts: str) -> float:
+        """The judge's score for ``texts`` (data blocks by tag); NaN if the call raised."""
+        if not self.config.judge:
+            return 0.0
         try:
             verdict = self.chat.with_structured_output(JudgeVerdict).invoke(
-                [SystemMessage(rubric), HumanMessage(user)]
+                judge_messages(rubric, task, **texts)
             )
-        except Exception:  # an unreadable verdict scores 0
-            verdict = None
+        except Exception as exc:  # no verdict is not a 0 verdict: left out, counted, logged
+            errors.append(self._failed("judge", task, exc))
+            return math.nan
         return judge_score(verdict if isinstance(verdict, JudgeVerdict) else None)
 
     def _common(self, item: RolloutTask, completion: str, **fmt: Any) -> dict[str, Any]:
@@ -348,7 +453,10 @@ class GraphRollouts:
             "sid_agreement": sid_agreement_reward(completion, item.reference_sid, self.spec),
         }
 
-    def _retrieve(self, item: RolloutTask, completion: str) -> dict[str, Any]:
+    def _outcome(self, item: RolloutTask, score: float) -> float:
+        return contrastive_outcome(score, item.base_score, self.config.alpha_partial)
+
+    def _retrieve(self, item: RolloutTask, completion: str, errors: list[str]) -> dict[str, Any]:
         codes = parse_completion_sid(completion, self.spec)
         parts = self._common(item, completion)
         if codes is None:
@@ -356,22 +464,22 @@ class GraphRollouts:
         self._chosen.sid = str(self.spec.make(codes))
         out = self._graph("retriever").invoke(
             {"query": item.task.query},
-            context={"bank_url": self.bank_url, "memory_k": self.config.memory_k},
+            context={"bank": self.bank, "memory_k": self.config.memory_k},
         )
         support = out.get("support") or NO_MEMORY_ANSWER
-        _, score, _ = self._solve(item.task, support)
-        judged = self._judge(JUDGE_RUBRIC, item.task, support, "Support")
-        outcome = contrastive_outcome(
-            score, item.base_score, alpha_partial=self.config.alpha_partial
-        )
+        _, outcome, _ = self._solve(item.task, support)
+        score = float(outcome.score)
+        useless = not support.strip() or support == NO_MEMORY_ANSWER
+        judged = 0.0 if useless else self._judge(JUDGE_RUBRIC, item.task, errors, support=support)
         return parts | {
             "strategy_judge": judged,
-            "outcome": outcome,
+            "outcome": self._outcome(item, score),
             "retrieved": bool(out.get("retrieved")),
             "answered": score >= 1.0,
+            "support": support,
         }
 
-    def _evolve(self, item: RolloutTask, completion: str) -> dict[str, Any]:
+    def _evolve(self, item: RolloutTask, completion: str, errors: list[str]) -> dict[str, Any]:
         from genmem.memory.location import open_bank
 
         codes = parse_completion_sid(completion, self.spec)
@@ -385,62 +493,61 @@ class GraphRollouts:
         sid = self.spec.make(codes)
         occupied = self.bank.get(sid) is not None
         self._chosen.sid = str(sid)
-        scratch = self._scratch / f"rollout-{len(self.log)}.db"
-        with scratch_bank(self.bank_url, scratch) as url:
-            out = self._graph("evolver").invoke(
-                {
-                    "query": item.task.query,
-                    "trajectory": item.base_trajectory,
-                    "outcome": "success" if item.base_score >= 1.0 else "failure",
-                },
-                context={"bank_url": url, "memory_k": self.config.memory_k},
-            )
-            decision = out.get("decision") or {}
-            op = decision.get("op")
-            written = open_bank(url).get(sid)
-            payload = written.payload if written is not None and out.get("update") else ""
+        path = self._scratch / f"rollout-{len(self.log)}.db"
+        with scratch_bank(self.bank_url, path) as url:
+            # The rollout owns this bank: passed as an object (never cached by URL), closed
+            # before its files go.
+            scratch = open_bank(url)
+            try:
+                out = self._graph("evolver").invoke(
+                    {
+                        "query": item.task.query,
+                        "trajectory": item.base_trajectory,
+                        "outcome": item.base_signal,
+                    },
+                    context={"bank": scratch, "memory_k": self.config.memory_k},
+                )
+                written = scratch.get(sid) if out.get("update") else None
+            finally:
+                scratch.store.close()
+        op = (out.get("decision") or {}).get("op")
+        payload = written.payload if written is not None else ""
         parts = self._common(item, completion, op=op, needs_op=True) | {
             "op": op,
             "retrieved": occupied,
+            "payload": payload,
+            "operation": operation_reward(op, occupied),
         }
         if not payload.strip():
-            return parts | {
-                "faithful": 0.0,
-                "localization": 0.0,
-                "operation": operation_reward(op, occupied),
-                "outcome": 0.0,
-            }
+            return parts | {"faithful": 0.0, "localization": 0.0, "outcome": 0.0}
         encode = self._encode
         loc_reward = neighbourhood_similarity(codes, encode([payload])[0], self.bank, encode)
-        _, score, _ = self._solve(item.task, payload)
+        _, outcome, _ = self._solve(item.task, payload)
+        score = float(outcome.score)
+        faithful = self._judge(
+            FAITHFUL_RUBRIC, item.task, errors, run=item.base_trajectory, experience=payload
+        )
         return parts | {
-            "faithful": self._judge(
-                FAITHFUL_RUBRIC,
-                item.task,
-                f"Run:\n{item.base_trajectory}\n\nExperience:\n{payload}",
-                "Run and experience",
-            ),
+            "faithful": faithful,
             "localization": loc_reward,
-            "operation": operation_reward(op, occupied),
-            "outcome": contrastive_outcome(
-                score, item.base_score, alpha_partial=self.config.alpha_partial
-            ),
+            "outcome": self._outcome(item, score),
             "answered": score >= 1.0,
         }
 
     def _encode(self, texts: list[str]) -> Any:
-        if self._encoder is None:
+        if self.encoder is None:
             from genmem.memory.encoders import default_encoder
 
-            self._encoder = default_encoder()
-        return self._encoder.encode(texts, progress=False)
+            self.encoder = default_encoder()
+        return self.encoder.encode(texts, progress=False)
 
 
 def reward_functions(roles: Sequence[Role]) -> tuple[list[Callable[..., list]], list[float]]:
     """TRL reward functions reading the rollout's ``parts``: each part (weight 0), two channels.
 
-    A part that does not apply to a completion's role, or has no value (SID agreement without a
-    reference), is None, which TRL logs as missing rather than as 0.
+    A part that does not apply to a completion's role, has no value (SID agreement without a
+    reference) or failed (NaN) is None, which TRL turns into NaN and leaves out of the group's
+    mean and spread rather than scoring it 0.
     """
     names = list(dict.fromkeys(n for r in roles for n in PARTS[r]))
 

@@ -54,3 +54,81 @@ def test_trl_aggregation_with_zero_weight_parts_equals_channel_advantages() -> N
     trl = _trl_normalize_then_sum(per_func, [0, 0, 0, 1, 1], g)
     ours = channel_advantages(process, outcome, g)
     assert trl == pytest.approx(ours, abs=1e-4)
+
+
+def test_nan_is_left_out_of_its_group_not_scored_zero() -> None:
+    process = [np.nan, 1.0, 0.0, 2.0]
+    adv = group_normalise(process, 4)
+    assert np.isnan(adv[0])
+    expected = group_normalise([1.0, 0.0, 2.0, 1.0], 4)[:3]  # the three real values alone...
+    spread = np.std([1.0, 0.0, 2.0], ddof=1)
+    assert adv[1:] == pytest.approx([0.0, -1 / (spread + EPS), 1 / (spread + EPS)])
+    assert not np.allclose(adv[1:], expected)  # ...not with a 0 (or anything) in the NaN's place
+    assert np.isnan(group_normalise([np.nan, 1.0], 2)).all()  # one value: no spread
+
+
+@pytest.mark.slow
+def test_trl_leaves_failed_rollouts_out_of_the_group() -> None:
+    """TRL 1.16's own scoring path (GRPOTrainer._generate_and_score_completions) on NaN parts.
+
+    Group 1 has a crashed rollout (every part NaN), group 2 one whose judge raised (its process
+    channel NaN, its outcome real). The crashed one gets advantage 0, nothing is NaN, and every
+    advantage is the per-channel one with the NaN left out (issue 18 item 5).
+    """
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from genmem.policies.local import load_policy
+    from genmem.training.rollouts import reward_functions
+
+    nan = float("nan")
+    rows = [  # format, sid_agreement, strategy_judge, outcome; three completions per group
+        (nan, nan, nan, nan),
+        (1.0, 0.5, 1.0, 1.0),
+        (1.0, 0.25, 0.0, 0.0),
+        (1.0, 1.0, nan, -1.0),
+        (0.0, 0.0, 0.0, 0.2),
+        (1.0, 0.75, 0.5, 0.0),
+    ]
+    parts = []
+    for fmt, agree, judge, outcome in rows:
+        proc = nan if nan in (fmt, agree, judge) or judge != judge else fmt + agree + judge
+        parts.append({
+            "format": fmt, "sid_agreement": agree, "strategy_judge": judge,
+            "outcome": outcome, "process_channel": proc, "outcome_channel": outcome,
+        })  # fmt: skip
+    policy = load_policy(None, fresh=True, dtype="float32")
+    tok = policy.tokenizer
+    prompt_ids = tok("Task: 3 pens at $2", add_special_tokens=False)["input_ids"]
+
+    def rollout(prompts: list, trainer: GRPOTrainer) -> dict:
+        n = len(prompts)
+        return {
+            "prompt_ids": [prompt_ids] * n,
+            "completion_ids": [[tok.eos_token_id]] * n,
+            "logprobs": None,
+            "parts": parts[:n],
+        }
+
+    funcs, weights = reward_functions(["retriever"])
+    args = GRPOConfig(
+        output_dir="/tmp/unused-grpo", use_cpu=True, per_device_train_batch_size=6,
+        num_generations=3, max_completion_length=4, beta=0.0, report_to=[],
+        multi_objective_aggregation="normalize_then_sum", reward_weights=weights,
+    )  # fmt: skip
+    trainer = GRPOTrainer(
+        model=policy.model,
+        reward_funcs=funcs,
+        args=args,
+        train_dataset=Dataset.from_list([{"prompt": "p"}] * 6),
+        processing_class=tok,
+        rollout_func=rollout,
+    )
+    batch = trainer._generate_and_score_completions([{"prompt": "p"} for _ in range(6)])
+    adv = batch["advantages"].reshape(-1).numpy()
+    assert np.isfinite(adv).all() and adv[0] == 0.0
+    process = [p["process_channel"] for p in parts]
+    outcome = [p["outcome_channel"] for p in parts]
+    assert adv == pytest.approx(channel_advantages(process, outcome, 3), abs=1e-3)
+    # Group 1 without its crashed member: the same ranking as if it had never been sampled.
+    assert adv[1] > adv[2]

@@ -44,6 +44,16 @@ def test_step_means_split_by_role_and_count_booleans() -> None:
     assert evolver["steps"] == [1] and evolver["format"] == [1.0]
 
 
+def test_failed_parts_are_left_out_of_step_means() -> None:
+    # A judge that raised leaves its part NaN: the step's mean is over the parts that exist.
+    rows = [
+        {"role": "retriever", "step": 0, "strategy_judge": math.nan, "process_channel": math.nan},
+        {"role": "retriever", "step": 0, "strategy_judge": 0.5, "process_channel": 2.5},
+    ]
+    table = step_means(rows, "retriever", ["strategy_judge", "process_channel"])
+    assert table["strategy_judge"] == [0.5] and table["process_channel"] == [2.5]
+
+
 def test_eligibility_rates_per_role() -> None:
     rates = eligibility_rates(_rows(), "retriever")
     assert rates["sid_valid"] == round(2 / 3, 4) and rates["answered"] == round(2 / 3, 4)
