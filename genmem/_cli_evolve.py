@@ -26,7 +26,11 @@ def register(sub: argparse._SubParsersAction) -> None:
             "run read-only by each method on that snapshot (sid: SID generation; greedy: one "
             "candidate; frozen: the bank before any write; tfidf/dense: indexes rebuilt from "
             "the current payloads; none: no memory). --out gets stream.jsonl and probes.jsonl "
-            "(resumable), snapshots/, logs/, summary.json/md and the plots."
+            "(resumable), snapshots/, logs/, summary.json/md and the plots. Every probe mean "
+            "counts an errored run as a failure and carries a 95% bootstrap interval over probe "
+            "tasks; sid minus frozen is paired by task at each checkpoint. --seeds N repeats "
+            "the run per decoding seed (a sampling model: --temperature > 0) into seed<s>/ and "
+            "pools the probes by task."
         ),
     )
     p.add_argument("--bank", required=True, help="the starting bank (never written; copied)")
@@ -45,6 +49,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-rerank", action="store_true", help="use candidates in their own order")
     p.add_argument("--memory-k", type=positive_int, default=5, help="entries a lookup returns (5)")
     p.add_argument(
+        "--temperature",
+        type=_temperature,
+        help="sampling temperature of every role (default: the model's own; local is greedy)",
+    )
+    p.add_argument(
+        "--seeds",
+        type=positive_int,
+        default=1,
+        help="repeat the run over N decoding seeds and pool the probes by task (sampling "
+        "models only: a greedy model runs once, as every seed would decode the same)",
+    )
+    p.add_argument(
         "--rerun-controls",
         action="store_true",
         help="run the frozen and none controls at every checkpoint even with a greedy model "
@@ -54,6 +70,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="output folder (rerun it to resume)")
     p.add_argument("--json", action="store_true", help="print one JSON summary object")
     p.set_defaults(func=_evolve)
+
+
+def _temperature(value: str) -> float:
+    """argparse type: a sampling temperature, a number >= 0."""
+    try:
+        t = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not t >= 0:
+        raise argparse.ArgumentTypeError(f"{value!r} must be >= 0 (0 decodes greedily)")
+    return t
 
 
 def _reference_sids(args: argparse.Namespace, env: Any) -> dict[str, str]:
@@ -91,6 +118,8 @@ def _evolve(args: argparse.Namespace) -> int:
             max_steps=args.max_steps,
             max_new_tokens=args.max_new_tokens,
             seed=max(args.seed, 0),
+            temperature=args.temperature,
+            seeds=args.seeds,
             rerun_controls=args.rerun_controls,
         )
     except ValueError as exc:

@@ -18,6 +18,17 @@ read-only by every method on the same snapshot:
 So the SID method and the baselines see the same bank evolution; only addressing differs. Every
 stream query and probe run appends one JSON line as it finishes, and a rerun into the same
 folder continues where it stopped.
+
+Every probe mean counts a run that errored as a failure (score 0, no hit) and comes with a
+bootstrap interval over probe tasks; ``sid`` minus ``frozen`` is paired by probe task at each
+checkpoint (:mod:`genmem.envs.evolution_stats`). With ``seeds > 1`` and a sampling model, the
+whole run (stream and probes) is repeated once per decoding seed in ``seed<s>/`` and the probe
+results are pooled: a task's value is the mean over its seeds, and the bootstrap resamples tasks
+with their seeds kept together. Each run seeds the local model's sampler from (seed, phase,
+task), so a repeat and a resumed run draw the same samples and the methods probed at one
+checkpoint share a task's random stream; a greedy model decodes the same whatever the seed, so
+it runs once. A served model samples with its server's own randomness: the seeds then label
+the repeats but do not fix them.
 """
 
 from __future__ import annotations
@@ -27,21 +38,29 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from genmem.envs.base import Environment, Task
 from genmem.envs.bundled import append_jsonl, jsonl_rows
-from genmem.envs.evolution_stats import BlockOperations
+from genmem.envs.evolution_report import summary_markdown
+from genmem.envs.evolution_stats import (
+    BlockOperations,
+    CheckpointPair,
+    CheckpointScore,
+    ProbeRecord,
+)
+from genmem.envs.stats import DEFAULT_INTERVALS, IntervalSettings
 
 __all__ = [
     "EVOLVE_METHODS",
+    "CheckpointPair",
     "CheckpointScore",
     "EvolveConfig",
     "EvolveMethod",
     "EvolveSummary",
+    "PooledEvolveSummary",
     "ProbeRecord",
     "StreamRecord",
     "check_evolve_methods",
@@ -86,6 +105,21 @@ class EvolveConfig(BaseModel):
     max_steps: int = Field(default=3, ge=1)
     max_new_tokens: int | None = Field(default=None, ge=1)
     seed: int = Field(default=0, ge=0, description="Seed of the probe sample.")
+    temperature: float | None = Field(
+        default=None,
+        ge=0.0,
+        description="Sampling temperature of every role (None: the backend's default; the "
+        "local model decodes greedily).",
+    )
+    seeds: int = Field(
+        default=1,
+        ge=1,
+        description="Decoding seeds the whole run is repeated over, pooled in the summary "
+        "(a greedy model runs once: seeds change nothing).",
+    )
+    decode_seed: int = Field(
+        default=0, ge=0, description="The decoding seed of this run (set per repeat by seeds)."
+    )
     rerun_controls: bool = Field(
         default=False,
         description="Run the frozen and no-memory controls at every checkpoint even when the "
@@ -115,45 +149,6 @@ class StreamRecord(BaseModel):
     error: str | None = None
 
 
-class ProbeRecord(BaseModel):
-    """One read-only probe run of one method at one checkpoint."""
-
-    checkpoint: int
-    method: str
-    id: str
-    score: float = 0.0
-    success: bool = False
-    metrics: dict[str, float] = Field(default_factory=dict)
-    sid: str | None = None
-    candidates: list[str] = Field(default_factory=list)
-    ranked: list[str] = Field(default_factory=list)
-    retrieved: list[str] = Field(default_factory=list)
-    hits: dict[str, bool] | None = None
-    seconds: float = 0.0
-    error: str | None = None
-    reused_from: str | None = Field(
-        default=None,
-        description="'t<c>/<method>' when this row repeats a run with the same inputs (a greedy "
-        "model on the same snapshot) instead of running again; seconds is then 0.",
-    )
-
-
-class CheckpointScore(BaseModel):
-    """One method's probe result at one checkpoint."""
-
-    checkpoint: int
-    processed: int = Field(description="Stream queries processed before this probe.")
-    method: str
-    n: int
-    score: float
-    success_rate: float
-    candidate_hit: float | None = None
-    hit_at_1: float | None = None
-    hit_at_5: float | None = None
-    errors: int = 0
-    reused: int = Field(default=0, description="Rows that repeat an earlier run's result.")
-
-
 class EvolveSummary(BaseModel):
     """Everything ``summary.json`` holds."""
 
@@ -164,14 +159,42 @@ class EvolveSummary(BaseModel):
     probe_ids: list[str]
     stream_ids: list[str]
     checkpoints: list[CheckpointScore]
+    paired: list[CheckpointPair] = Field(
+        default_factory=list,
+        description="sid minus frozen at each checkpoint, by probe task (when both ran).",
+    )
     blocks: list[BlockOperations]
-    stream_score_per_block: list[float | None]
+    stream_score_per_block: list[float | None] = Field(
+        description="Mean stream score per block, an errored query counting 0."
+    )
     invariance: dict[str, Any]
     concentration: dict[str, float]
     ablation: dict[str, float | None]
     snapshots: list[str]
     files: dict[str, str]
     seconds: float
+    intervals: IntervalSettings = DEFAULT_INTERVALS
+    note: str | None = Field(default=None, description="How the seeds were used, if asked for.")
+
+
+class PooledEvolveSummary(BaseModel):
+    """``summary.json`` of a run repeated over decoding seeds: probe results pooled by task."""
+
+    bench: str
+    config: EvolveConfig
+    decode_seeds: list[int]
+    seed_runs: dict[str, str] = Field(description="Seed -> that repeat's own summary.json.")
+    probe_ids: list[str]
+    checkpoints: list[CheckpointScore]
+    paired: list[CheckpointPair]
+    stream_score_per_block: list[float | None] = Field(
+        description="Mean stream score per block over every seed's queries (errors count 0)."
+    )
+    ablation: dict[str, float | None]
+    files: dict[str, str]
+    seconds: float
+    intervals: IntervalSettings = DEFAULT_INTERVALS
+    note: str
 
 
 def _split(tasks: list[Task], config: EvolveConfig, out: Path) -> tuple[list[Task], list[Task]]:
@@ -226,10 +249,13 @@ def working_copy(bank_url: str, out: Path) -> str:
 class _Runner:
     """Compiled graphs per method, and one task run through one of them."""
 
-    def __init__(self, env: Environment, config: EvolveConfig, chat: Any) -> None:
+    def __init__(
+        self, env: Environment, config: EvolveConfig, chat: Any, sid_generator: Any = None
+    ) -> None:
         self.env = env
         self.config = config
         self.chat = chat
+        self.sid_generator = sid_generator
         self.tools = env.tools()
         self.current: dict[str, Task] = {}
         self.graphs: dict[str, Any] = {}
@@ -249,7 +275,9 @@ class _Runner:
             beam = 1 if greedy else cfg.candidates
             self.graphs[key] = build_genmem_graph(
                 self.chat,
-                sid_generator=method_generator(key) if key in ("tfidf", "dense") else None,
+                sid_generator=(
+                    method_generator(key) if key in ("tfidf", "dense") else self.sid_generator
+                ),
                 retriever_config=RetrieverConfig(
                     beam=beam, rerank=cfg.rerank and beam > 1, allowed=cfg.allowed
                 ),
@@ -266,10 +294,15 @@ class _Runner:
     def _observe(self, answer: str | None) -> str | None:
         return self.env.signal(self.env.score(self.current["task"], answer))
 
-    def run(self, method: str, task: Task, mode: str, bank_url: str | None) -> dict[str, Any]:
+    def run(
+        self, method: str, task: Task, mode: str, bank_url: str | None, *, phase: str = "stream"
+    ) -> dict[str, Any]:
         """One run of ``task``; the final state plus ``outcome`` (or ``error``) and ``seconds``."""
         started = time.perf_counter()
         self.current["task"] = task
+        # Every method of a phase draws the same random stream on a task (common random
+        # numbers): a paired difference then reflects the methods, not their luck.
+        _seed_sampling(self.config.decode_seed, phase, task.id)
         context: dict[str, Any] = {"max_steps": self.config.max_steps}
         if bank_url is not None:
             context |= {"bank_url": bank_url, "memory_k": self.config.memory_k}
@@ -287,21 +320,38 @@ class _Runner:
         return state
 
 
-def _hits(state: Mapping[str, Any], reference: str | None, spec: Any) -> dict[str, bool] | None:
-    """Candidate hit, hit@1 and hit@5 of one probe run (None without a reference SID)."""
-    if reference is None or not state.get("candidates"):
-        return (
-            None
-            if reference is None
-            else {"candidate_hit": False, "hit_at_1": False, "hit_at_5": False}
-        )
+def _seed_sampling(seed: int, *parts: str) -> None:
+    """Seed torch's sampler for one run from the decoding seed and what the run is.
+
+    Seeding per run, not once per process, makes a run's samples independent of what ran
+    before it: a resumed run and a reused control draw what an uninterrupted one would.
+    """
+    import zlib
+
+    import torch
+
+    torch.manual_seed(zlib.crc32("/".join((str(seed), *parts)).encode("utf-8")))
+
+
+def _hits(
+    state: Mapping[str, Any], reference: str | None, spec: Any
+) -> tuple[dict[str, bool] | None, dict[str, int] | None]:
+    """Candidate hit, hit@1/5 and prefix depths of one probe run (None without a reference)."""
+    if reference is None:
+        return None, None
+    if not state.get("candidates"):
+        return dict.fromkeys(("candidate_hit", "hit_at_1", "hit_at_5"), False), {
+            "at_1": 0,
+            "at_5": 0,
+        }
     from genmem.policies.rerank import retrieval_hits
     from genmem.policies.types import SIDCandidate
 
     cands = [SIDCandidate(sid=s, score=0.0) for s in state["candidates"]]
     ranked = [SIDCandidate(sid=s, score=0.0) for s in state.get("ranked") or state["candidates"]]
     h = retrieval_hits(cands, ranked, reference, spec=spec)
-    return {"candidate_hit": h.candidate_hit, "hit_at_1": h.hit_at_1, "hit_at_5": h.hit_at_5}
+    hits = {"candidate_hit": h.candidate_hit, "hit_at_1": h.hit_at_1, "hit_at_5": h.hit_at_5}
+    return hits, {"at_1": h.depth_at_1, "at_5": h.depth_at_5}
 
 
 def run_evolution(
@@ -311,30 +361,74 @@ def run_evolution(
     bank_url: str,
     out: Path,
     chat: Any = None,
+    sid_generator: Any = None,
     reference_sids: Mapping[str, str] | None = None,
     progress: bool = True,
-) -> EvolveSummary:
+    intervals: IntervalSettings = DEFAULT_INTERVALS,
+) -> EvolveSummary | PooledEvolveSummary:
     """Run the online protocol over ``env``'s tasks; write records, snapshots, logs, summary.
 
-    ``chat`` overrides ``config.model`` (tests); ``reference_sids`` maps probe task ids to the
-    SID that should serve them, for Candidate Hit and Hit@1/5.
+    ``chat`` overrides ``config.model`` and ``sid_generator`` the SID methods' own decoding
+    (tests, trained policies); ``reference_sids`` maps probe task ids to the SID that should
+    serve them, for Candidate Hit, Hit@1/5 and prefix hits. With ``config.seeds > 1`` and a
+    sampling model the run is repeated per decoding seed in ``out/seed<s>`` and pooled.
 
     Raises:
         ValueError: too few tasks for the schedule, or a bad bank (nothing is written to it).
     """
-    from tqdm.auto import tqdm
-
     from genmem.memory.location import open_bank
     from genmem.policies.backends import capped_chat_model
 
     started = time.perf_counter()
+    open_bank(bank_url)  # a bad URL or bank fails here, before any work
+    if chat is None:
+        chat = capped_chat_model(
+            config.model, config.max_new_tokens, temperature=config.temperature
+        )
+    kw = {"sid_generator": sid_generator, "reference_sids": reference_sids, "progress": progress}
+    if config.seeds == 1 or _greedy(chat):
+        note = None
+        if config.seeds > 1:
+            note = (
+                f"{config.seeds} seeds asked for, but the model decodes greedily (temperature "
+                "0): every seed would decode the same run, so it ran once."
+            )
+        return _run_once(env, config, bank_url, out, chat, intervals, note=note, **kw)
+    seeds = [config.decode_seed + i for i in range(config.seeds)]
+    runs = {}
+    for seed in seeds:
+        one = config.model_copy(update={"seeds": 1, "decode_seed": seed})
+        runs[seed] = _run_once(env, one, bank_url, out / f"seed{seed}", chat, intervals, **kw)
+    from genmem.envs.evolution_summary import pool
+
+    return pool(env, config, out, runs, intervals, started)
+
+
+def _run_once(
+    env: Environment,
+    config: EvolveConfig,
+    bank_url: str,
+    out: Path,
+    chat: Any,
+    intervals: IntervalSettings,
+    *,
+    sid_generator: Any,
+    reference_sids: Mapping[str, str] | None,
+    progress: bool,
+    note: str | None = None,
+) -> EvolveSummary:
+    """One run of the protocol with one decoding seed into ``out``."""
+    from tqdm.auto import tqdm
+
+    from genmem.memory.location import open_bank
+
+    started = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(config.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    open_bank(bank_url)  # a bad URL or bank fails here, before any work
     probe, stream = _split(env.tasks(None), config, out)
     work_url = working_copy(bank_url, out)
     work = open_bank(work_url)
-    runner = _Runner(env, config, chat or capped_chat_model(config.model, config.max_new_tokens))
+    runner = _Runner(env, config, chat, sid_generator)
     stream_path, probe_path = out / "stream.jsonl", out / "probes.jsonl"
     (out / "snapshots").mkdir(exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
@@ -356,7 +450,7 @@ def run_evolution(
                 if task.id in streamed:
                     continue
                 bar.set_postfix_str(f"stream {task.id}")
-                state = runner.run("sid", task, "evolve", work_url)
+                state = runner.run("sid", task, "evolve", work_url, phase="stream")
                 append_jsonl(stream_path, _stream_record(i, c, task, state))
                 bar.update(1)
         snap_urls[c] = _checkpoint(work, c, out)
@@ -369,21 +463,29 @@ def run_evolution(
                 record = reuse.repeat(c, method, task.id) if reuse else None
                 if record is None:
                     mode = "no_memory" if url is None else "read_only"
-                    state = runner.run(method, task, mode, url)
+                    state = runner.run(method, task, mode, url, phase=f"t{c}")
                     record = _probe_record(c, method, task, state, refs, work.spec)
                     if reuse:
                         reuse.add(record)
                 append_jsonl(probe_path, record)
                 bar.update(1)
     bar.close()
-    return _summarise(
-        env, config, out, bank_url, work_url, probe, stream, snap_urls, started, runner
-    )
+    from genmem.envs.evolution_summary import summarise
+
+    return summarise(
+        env, config, out, bank_url, work_url, probe, stream, snap_urls, started, runner,
+        intervals, note,
+    )  # fmt: skip
+
+
+def _greedy(chat: Any) -> bool:
+    """Whether the model decodes greedily (an unknown sampling setting counts as sampling)."""
+    return getattr(chat, "temperature", None) == 0
 
 
 def _repeatable(chat: Any, config: EvolveConfig) -> bool:
     """Whether a control's rerun would repeat its t0 run: a greedy model, unless told to rerun."""
-    return not config.rerun_controls and getattr(chat, "temperature", None) == 0
+    return not config.rerun_controls and _greedy(chat)
 
 
 class _ProbeReuse:
@@ -449,6 +551,7 @@ def _probe_record(
     spec: Any,
 ) -> ProbeRecord:
     outcome = state.get("outcome_")
+    hits, depth = (None, None) if method == "none" else _hits(state, refs.get(task.id), spec)
     return ProbeRecord(
         checkpoint=c,
         method=method,
@@ -460,7 +563,8 @@ def _probe_record(
         candidates=list(state.get("candidates") or []),
         ranked=list(state.get("ranked") or []),
         retrieved=[h.get("sid") for h in state.get("retrieved") or []],
-        hits=None if method == "none" else _hits(state, refs.get(task.id), spec),
+        hits=hits,
+        prefix_depth=depth,
         seconds=state["seconds"],
         error=state.get("error"),
     )
@@ -478,232 +582,3 @@ def _checkpoint(work: Any, c: int, out: Path) -> str:
         snap.export_jsonl(export)
     url = f"sqlite:///{(out / 'bank.db').resolve()}?bank={snap_id}"
     return url
-
-
-def _mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
-def _checkpoint_scores(config: EvolveConfig, probes: list[ProbeRecord]) -> list[CheckpointScore]:
-    out = []
-    for c in range(config.blocks + 1):
-        for method in config.methods:
-            rows = [p for p in probes if p.checkpoint == c and p.method == method]
-            ok = [p for p in rows if p.error is None]
-            hit_rows = [p.hits for p in ok if p.hits is not None]
-
-            def rate(key: str, hit_rows: list[dict[str, bool]] = hit_rows) -> float | None:
-                return _mean([float(h[key]) for h in hit_rows])
-
-            out.append(
-                CheckpointScore(
-                    checkpoint=c,
-                    processed=c * config.block_size,
-                    method=method,
-                    n=len(rows),
-                    score=_mean([p.score for p in ok]) or 0.0,
-                    success_rate=_mean([float(p.success) for p in ok]) or 0.0,
-                    candidate_hit=rate("candidate_hit"),
-                    hit_at_1=rate("hit_at_1"),
-                    hit_at_5=rate("hit_at_5"),
-                    errors=len(rows) - len(ok),
-                    reused=sum(p.reused_from is not None for p in rows),
-                )
-            )
-    return out
-
-
-def _block_logs(
-    work: Any, config: EvolveConfig, stream: list[StreamRecord], out: Path
-) -> tuple[list[BlockOperations], dict[str, int], list[tuple[int, str, str]]]:
-    """Operations per block (written to ``logs/block<c>.jsonl``), events per SID, writes."""
-    from genmem.envs.evolution_stats import block_operations
-
-    seqs = {b.bank_id.rsplit("@t", 1)[1]: b.snapshot_seq or 0 for b in work.snapshots()}
-    history: dict[str, dict[int, str]] = {}
-
-    def payload(sid: str, version: int | None) -> str:
-        if version is None:
-            return ""
-        if sid not in history:
-            history[sid] = {v.version: ("" if v.deleted else v.payload) for v in work.history(sid)}
-        return history[sid].get(version, "")
-
-    blocks, counts = [], {}
-    index_of = {r.update.get("seq"): r.index for r in stream if r.update}
-    writes = []
-    for c in range(1, config.blocks + 1):
-        lo, hi = seqs.get(str(c - 1), 0), seqs.get(str(c), 0)
-        events = [e for e in work.events(after_seq=lo) if e.seq <= hi]
-        with (out / "logs" / f"block{c}.jsonl").open("w", encoding="utf-8") as fh:
-            for e in events:
-                fh.write(e.model_dump_json() + "\n")
-        pairs = [
-            (payload(e.sid, e.version_before), payload(e.sid, e.version_after))
-            for e in events
-            if e.outcome in ("revised", "deleted")
-        ]
-        queries = sum(1 for r in stream if r.block == c)
-        blocks.append(block_operations(c, max(queries, len(events)), events, pairs))
-        for e in events:
-            counts[e.sid] = counts.get(e.sid, 0) + 1
-            writes.append((index_of.get(e.seq, -1), e.sid, e.outcome))
-    return blocks, counts, writes
-
-
-def _invariance(
-    runner: _Runner, config: EvolveConfig, probe: list[Task], first: Any, last: Any
-) -> dict[str, Any]:
-    """Addresses before vs after the stream: SID generation, and each baseline's top-1."""
-    from genmem.envs.methods import PayloadAddresser
-    from genmem.graph._addressing import local_generator
-    from genmem.policies.prompts import retriever_user_message
-
-    contexts = [retriever_user_message(t.query) for t in probe]
-    result: dict[str, Any] = {"queries": len(contexts)}
-    # "all": the policy's own addresses, which nothing in the bank can move; the run's setting
-    # ("occupied" by default) also follows the occupied set, which inserts (not revisions) grow.
-    for allowed in dict.fromkeys(("all", config.allowed)):
-        key = f"sid_{allowed}"
-        setting = SimpleNamespace(allowed=allowed)
-        try:
-            before = local_generator(runner.chat, "MemRetriever")(first, setting)
-            after = local_generator(runner.chat, "MemRetriever")(last, setting)
-        except TypeError as exc:  # a served model: no local decoder to ask
-            result[key] = {"skipped": str(exc)}
-            continue
-        k = config.candidates
-        a = [[c.sid for c in cands] for cands in before.generate_batch(contexts, k)]
-        b = [[c.sid for c in cands] for cands in after.generate_batch(contexts, k)]
-        same = [x == y for x, y in zip(a, b, strict=True)]
-        result[key] = {
-            "identical_fraction": _mean([float(x) for x in same]),
-            "changed_ids": [t.id for t, x in zip(probe, same, strict=True) if not x],
-        }
-    for kind in ("tfidf", "dense"):
-        if kind not in config.methods:
-            continue
-        tops = []
-        for bank in (first, last):
-            ranked = PayloadAddresser(bank, kind).generate_batch(contexts, 1)  # type: ignore[arg-type]
-            tops.append([r[0].sid if r else None for r in ranked])
-        changed = [x != y for x, y in zip(tops[0], tops[1], strict=True)]
-        result[kind] = {"top1_changed_fraction": _mean([float(c) for c in changed])}
-    return result
-
-
-def _summarise(
-    env: Environment,
-    config: EvolveConfig,
-    out: Path,
-    bank_url: str,
-    work_url: str,
-    probe: list[Task],
-    stream_tasks: list[Task],
-    snap_urls: dict[int, str],
-    started: float,
-    runner: _Runner,
-) -> EvolveSummary:
-    """Scores per checkpoint, operations per block, invariance, plots and ``summary.json``."""
-    from genmem.envs import evolution_plots as plots
-    from genmem.envs.evolution_stats import top_share
-    from genmem.memory.location import open_bank
-
-    work = open_bank(work_url)
-    stream = [StreamRecord.model_validate(r) for r in jsonl_rows(out / "stream.jsonl")]
-    probes = [ProbeRecord.model_validate(r) for r in jsonl_rows(out / "probes.jsonl")]
-    checkpoints = _checkpoint_scores(config, probes)
-    blocks, counts, writes = _block_logs(work, config, stream, out)
-    per_block = [
-        _mean([r.score for r in stream if r.block == c and r.score is not None])
-        for c in range(1, config.blocks + 1)
-    ]
-    first, last = open_bank(snap_urls[0]), open_bank(snap_urls[config.blocks])
-    invariance = _invariance(runner, config, probe, first, last)
-    final = {s.method: s.score for s in checkpoints if s.checkpoint == config.blocks}
-    curves = {
-        m: [(s.processed, s.score) for s in checkpoints if s.method == m] for m in config.methods
-    }
-    reads = [(r.index, sid) for r in stream for sid in r.retrieved[:1]]
-    files = {
-        "probe_curves": plots.plot_probe_curves(curves, out / "probe_curves.png"),
-        "sid_lineage": plots.plot_sid_lineage(reads, writes, out / "sid_lineage.png"),
-        "update_concentration": plots.plot_update_concentration(
-            counts, out / "update_concentration.png"
-        ),
-        "operation_mix": plots.plot_operation_mix(blocks, out / "operation_mix.png"),
-        "edit_distance": plots.plot_edit_distance(blocks, out / "edit_distance.png"),
-    }
-    summary = EvolveSummary(
-        bench=env.name,
-        config=config,
-        input_bank=bank_url,
-        work_bank=work_url,
-        probe_ids=[t.id for t in probe],
-        stream_ids=[t.id for t in stream_tasks],
-        checkpoints=checkpoints,
-        blocks=blocks,
-        stream_score_per_block=per_block,
-        invariance=invariance,
-        concentration={
-            "active_sids": float(len(counts)),
-            "events": float(sum(counts.values())),
-            "top20_share": top_share(counts, 0.2),
-        },
-        ablation={_ABLATION[m]: final.get(m) for m in config.methods},
-        snapshots=[snap_urls[c] for c in sorted(snap_urls)],
-        files={k: str(v) for k, v in files.items()}
-        | {k: str(out / k) for k in ("stream.jsonl", "probes.jsonl", "logs", "snapshots")},
-        seconds=round(time.perf_counter() - started, 1),
-    )
-    (out / "summary.json").write_text(summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    (out / "summary.md").write_text(summary_markdown(summary), encoding="utf-8")
-    return summary
-
-
-def summary_markdown(summary: EvolveSummary) -> str:
-    """The probe table (the paper's shape: methods x checkpoints) and the block operations."""
-    cps = sorted({s.checkpoint for s in summary.checkpoints})
-    head = "| method | metric | " + " | ".join(f"t={c}" for c in cps) + " |"
-    lines = [f"## online evolution on {summary.bench}", "", head, "|---|---|" + "---|" * len(cps)]
-    for method in summary.config.methods:
-        rows = {s.checkpoint: s for s in summary.checkpoints if s.method == method}
-        for label, key in (
-            ("Cand. Hit", "candidate_hit"),
-            ("Hit@1", "hit_at_1"),
-            ("Hit@5", "hit_at_5"),
-            ("task score", "score"),
-        ):
-            values = [getattr(rows[c], key) if c in rows else None for c in cps]
-            if all(v is None for v in values):
-                continue
-            cells = ["-" if v is None else f"{100 * v:.1f}" for v in values]
-            lines.append(f"| {method} | {label} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "| block | queries | inserted | revised | retained | deleted | no write | "
-        "mean edit distance |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for b in summary.blocks:
-        edit = "-" if b.mean_edit_distance is None else f"{b.mean_edit_distance:.0f}"
-        lines.append(
-            f"| {b.block} | {b.queries} | {b.inserted} | {b.revised} | {b.retained} | "
-            f"{b.deleted} | {b.no_write} | {edit} |"
-        )
-    reused = sorted({s.method for s in summary.checkpoints if s.reused})
-    if reused:
-        lines += [
-            "",
-            f"Greedy model: the {' and '.join(reused)} rows after their first run repeat it "
-            "(same graph, task and snapshot; `reused_from` in probes.jsonl); "
-            "`--rerun-controls` runs them again.",
-        ]
-    inv = summary.invariance
-    lines += [
-        "",
-        f"Addressing invariance over {inv.get('queries')} probe queries: "
-        + json.dumps({k: v for k, v in inv.items() if k != "queries"}),
-        "",
-    ]
-    return "\n".join(lines)

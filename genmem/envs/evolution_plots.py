@@ -18,6 +18,7 @@ from genmem.envs.plots import _pyplot
 __all__ = [
     "plot_edit_distance",
     "plot_operation_mix",
+    "plot_paired_difference",
     "plot_probe_curves",
     "plot_sid_lineage",
     "plot_update_concentration",
@@ -45,6 +46,13 @@ def _note_empty(ax: Any, text: str = "no data") -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="#666666")
 
 
+def _integer_x(ax: Any) -> None:
+    """Query counts on the x axis: integer ticks only."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def _save(plt: Any, fig: Any, path: Path) -> Path:
     path = Path(path)
     fig.tight_layout()
@@ -54,12 +62,16 @@ def _save(plt: Any, fig: Any, path: Path) -> Path:
 
 
 def plot_probe_curves(
-    curves: Mapping[str, Sequence[tuple[int, float]]],
+    curves: Mapping[str, Sequence[tuple[float, ...]]],
     path: Path,
     *,
     metric: str = "task score",
 ) -> Path:
-    """Probe score (%) against stream queries processed at each checkpoint, one line per method."""
+    """Probe score (%) against stream queries processed, one line per method.
+
+    A point is ``(processed, score)`` or ``(processed, score, lo, hi)``; with an interval the
+    line gets error bars and a light band.
+    """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.4))
     drawn = False
@@ -67,23 +79,74 @@ def plot_probe_curves(
         if not points:
             continue
         pts = sorted(points)
-        ax.plot(  # markers shrink method by method, so equal scores stay visible on each other
-            [x for x, _ in pts],
-            [100 * y for _, y in pts],
+        xs = [p[0] for p in pts]
+        ys = [100 * p[1] for p in pts]
+        (line,) = ax.plot(  # markers shrink method by method, so equal scores stay visible
+            xs,
+            ys,
             marker="osD^vx"[i % 6],
             markersize=max(9 - 1.2 * i, 3),
             markerfacecolor="none",
             label=method,
         )
+        if all(len(p) == 4 for p in pts):
+            lo = [100 * p[2] for p in pts]
+            hi = [100 * p[3] for p in pts]
+            below = [max(y - low, 0.0) for y, low in zip(ys, lo, strict=True)]
+            above = [max(high - y, 0.0) for y, high in zip(ys, hi, strict=True)]
+            # a small sideways shift per method keeps overlapping bars apart
+            shifted = [x + 0.01 * (i - len(curves) / 2) * max(max(xs), 1) for x in xs]
+            ax.errorbar(
+                shifted, ys, yerr=[below, above], fmt="none", ecolor=line.get_color(),
+                elinewidth=0.8, capsize=2,
+            )  # fmt: skip
+            ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.08, linewidth=0)
         drawn = True
     if drawn:
         ax.legend(fontsize=8)
     else:
         _note_empty(ax, "no checkpoints")
     ax.set_ylim(-4, 104)  # a line at 0 stays above the axis
+    _integer_x(ax)
     ax.set_xlabel("stream queries processed")
     ax.set_ylabel(f"{metric} (%)")
-    ax.set_title(f"Probe {metric} during self-evolution")
+    ax.set_title(f"Probe {metric} during self-evolution (bars: bootstrap interval)", fontsize=10)
+    return _save(plt, fig, path)
+
+
+def plot_paired_difference(
+    points: Sequence[tuple[float, float, float, float]],
+    path: Path,
+    *,
+    label: str = "sid - frozen",
+    metric: str = "task score",
+) -> Path:
+    """A paired difference (percentage points) with its interval at each checkpoint."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.axhline(0.0, color="#999999", lw=1, ls="--")
+    if points:
+        pts = sorted(points)
+        xs = [p[0] for p in pts]
+        diff = [100 * p[1] for p in pts]
+        lo = [100 * p[2] for p in pts]
+        hi = [100 * p[3] for p in pts]
+        ax.fill_between(xs, lo, hi, color=_OP_COLORS["revised"], alpha=0.2, linewidth=0)
+        ax.errorbar(
+            xs,
+            diff,
+            yerr=[[max(d - a, 0.0) for d, a in zip(diff, lo, strict=True)],
+                  [max(b - d, 0.0) for d, b in zip(diff, hi, strict=True)]],
+            marker="o", color=_OP_COLORS["revised"], capsize=3, label=label,
+        )  # fmt: skip
+        ax.legend(fontsize=8)
+        ax.set_ylim(min(-5.0, *lo) - 5, max(5.0, *hi) + 5)
+    else:
+        _note_empty(ax, "no paired checkpoints")
+    _integer_x(ax)
+    ax.set_xlabel("stream queries processed")
+    ax.set_ylabel(f"{metric} difference (points)")
+    ax.set_title(f"Paired difference by probe task: {label}", fontsize=10)
     return _save(plt, fig, path)
 
 

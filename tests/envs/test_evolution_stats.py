@@ -7,15 +7,21 @@ import pytest
 from genmem.envs.evolution_plots import (
     plot_edit_distance,
     plot_operation_mix,
+    plot_paired_difference,
     plot_probe_curves,
     plot_sid_lineage,
     plot_update_concentration,
 )
 from genmem.envs.evolution_stats import (
+    HIT_KEYS,
     BlockOperations,
+    ProbeRecord,
     block_operations,
+    checkpoint_scores,
     concentration_curve,
     edit_distance,
+    paired_checkpoints,
+    probe_values,
     top_share,
 )
 from genmem.memory.records import Event
@@ -148,3 +154,89 @@ def test_sid_lineage_many_rows_unlabelled(tmp_path: Path) -> None:
         tmp_path / "many.png",
     )
     assert _is_png(out)
+
+
+# -- probe scores: errors as failures, intervals, seeds pooled by task, pairs ---------------------
+
+
+def _probe(c: int, method: str, task: str, ok: bool | None, depth: int | None = None):
+    """A probe run: ``ok`` None is a run that errored; ``depth`` the reference prefix matched."""
+    hits = None if depth is None else dict.fromkeys(HIT_KEYS, depth == 2)
+    prefix = None if depth is None else {"at_1": depth, "at_5": depth}
+    if ok is None:
+        return ProbeRecord(
+            checkpoint=c, method=method, id=task, error="boom", hits=hits, prefix_depth=prefix
+        )
+    return ProbeRecord(
+        checkpoint=c, method=method, id=task, score=float(ok), success=ok, hits=hits,
+        prefix_depth=prefix,
+    )  # fmt: skip
+
+
+def test_checkpoint_scores_count_errors_as_failures_and_pool_seeds_by_task() -> None:
+    probes = [
+        # t0, sid: task a twice (two seeds: one success, one failure), b errored with a depth
+        # recorded before the crash (ignored: an errored run hits nothing), c fine.
+        _probe(0, "sid", "a", True, depth=2),
+        _probe(0, "sid", "a", False, depth=1),
+        _probe(0, "sid", "b", None, depth=2),
+        _probe(0, "sid", "b", True, depth=2),
+        _probe(0, "sid", "c", True, depth=0),
+        _probe(0, "sid", "c", True, depth=0),
+        _probe(0, "none", "a", False),
+        _probe(0, "none", "b", False),
+        _probe(0, "none", "c", True),
+    ]
+    sid, none = checkpoint_scores(
+        probes, checkpoints=1, block_size=5, methods=["sid", "none"], levels=2
+    )
+    # per task: a 0.5, b 0.5 (the crash is a failure), c 1.0
+    assert (sid.n, sid.errors, sid.seeds) == (6, 1, 2)
+    assert sid.score == pytest.approx(2 / 3) and sid.success_rate == pytest.approx(2 / 3)
+    assert sid.hit_at_1 == pytest.approx((0.5 + 0.5 + 0.0) / 3)
+    at_1 = sid.prefix_hits["at_1"]  # type: ignore[index]
+    assert [e.mean for e in at_1] == pytest.approx([(1 + 0.5 + 0) / 3, (0.5 + 0.5 + 0) / 3])
+    lo, hi = sid.ci["score"]
+    assert 0.5 <= lo <= 2 / 3 <= hi <= 1.0
+    assert none.score == pytest.approx(1 / 3) and none.hit_at_1 is None
+    assert none.prefix_hits is None and "hit_at_1" not in none.ci
+    assert (sid.processed, sid.checkpoint) == (0, 0)
+
+
+def test_paired_checkpoints_are_method_minus_baseline_by_task() -> None:
+    probes = [
+        _probe(1, "sid", "a", True),
+        _probe(1, "sid", "b", True),
+        _probe(1, "sid", "c", None),  # sid crashed where frozen succeeded: a loss
+        _probe(1, "sid", "d", True),  # frozen never ran d: left out of the pair
+        _probe(1, "frozen", "a", False),
+        _probe(1, "frozen", "b", True),
+        _probe(1, "frozen", "c", True),
+    ]
+    (pair,) = paired_checkpoints(probes, checkpoints=2, block_size=10, levels=4)
+    assert (pair.checkpoint, pair.processed, pair.method, pair.baseline) == (1, 10, "sid", "frozen")
+    score = pair.paired["score"]
+    assert (score.wins, score.losses, score.ties, score.n) == (1, 1, 1, 3)
+    assert score.diff == 0.0 and score.ci[0] <= 0.0 <= score.ci[1]
+    assert probe_values(probes[2], 4) == {"score": 0.0, "success_rate": 0.0}
+
+
+def test_probe_curves_draw_the_intervals(tmp_path: Path, errorbars) -> None:
+    out = plot_probe_curves(
+        {"sid": [(0, 0.5, 0.25, 0.75), (10, 0.6, 0.4, 0.9)], "frozen": [(0, 0.5), (10, 0.5)]},
+        tmp_path / "probe.png",
+    )
+    assert _is_png(out)
+    (bars,) = errorbars  # the curve without intervals gets none
+    assert bars["y"] == pytest.approx([50.0, 60.0])
+    assert [list(side) for side in bars["yerr"]] == [
+        pytest.approx([25.0, 20.0]),
+        pytest.approx([25.0, 30.0]),
+    ]
+    diff = plot_paired_difference([(0, 0.0, -0.1, 0.1), (10, 0.2, 0.05, 0.3)], tmp_path / "d.png")
+    assert _is_png(diff) and len(errorbars) == 2
+    assert [list(side) for side in errorbars[1]["yerr"]] == [
+        pytest.approx([10.0, 15.0]),
+        pytest.approx([10.0, 10.0]),
+    ]
+    assert _is_png(plot_paired_difference([], tmp_path / "empty.png"))

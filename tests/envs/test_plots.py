@@ -3,27 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-import matplotlib.axes
 import pytest
 
 from genmem.envs.evaluate import EvalReport, EvalSettings, MethodSummary
 from genmem.envs.plots import plot_eval_summary
-
-
-@pytest.fixture
-def errorbars(monkeypatch) -> list[dict[str, Any]]:
-    """Every error bar drawn, as the keyword arguments matplotlib got."""
-    drawn: list[dict[str, Any]] = []
-    real = matplotlib.axes.Axes.errorbar
-
-    def spy(self, x, y, *args, **kwargs):
-        drawn.append({"x": list(x), "y": list(y), "yerr": kwargs.get("yerr")})
-        return real(self, x, y, *args, **kwargs)
-
-    monkeypatch.setattr(matplotlib.axes.Axes, "errorbar", spy)
-    return drawn
 
 
 def _summary(method: str, acc: float, ci: tuple[float, float]) -> MethodSummary:
