@@ -152,6 +152,16 @@ def test_every_method_end_to_end_on_the_default_model(
             assert r["retrieved"] and r["contrastive"] is not None
     for s in result["summaries"]:
         assert s["n"] == 2 and s["errors"] == 0 and set(s["metrics"]) == set(metrics)
+        # a 95% bootstrap interval over the two tasks around every mean
+        lo, hi = s["metrics_ci"]["success_rate"]
+        assert lo <= s["success_rate"] <= hi and set(s["metrics_ci"]) >= set(metrics)
+        if s["method"] == "none":
+            assert s["paired"] == {}
+        else:  # each memory method minus none, task by task
+            pair = s["paired"]["success_rate"]
+            assert pair["n"] == 2 and pair["wins"] + pair["losses"] + pair["ties"] == 2
+            assert "contrastive" in s["metrics_ci"]
+    assert result["intervals"]["resamples"] >= 1000
     summary = (out / "summary.md").read_text()
     assert all(f"| {m} | 2 |" in summary for m in ("none", "tfidf", "dense", "sid"))
     assert (out / "summary.png").read_bytes()[:4] == b"\x89PNG"

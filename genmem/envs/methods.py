@@ -18,6 +18,7 @@ from genmem.graph._addressing import AddressingConfig, GeneratorFactory
 from genmem.memory.bank import Bank
 from genmem.memory.embedding_cache import CachedEncoder
 from genmem.memory.sid import SIDSpec
+from genmem.policies.prompts import retriever_user_message
 from genmem.policies.types import SIDCandidate
 
 __all__ = [
@@ -31,7 +32,9 @@ __all__ = [
 
 Method = Literal["none", "tfidf", "dense", "sid"]
 METHODS: tuple[Method, ...] = ("none", "tfidf", "dense", "sid")
-_TASK_PREFIX = "Task:\n"
+# What MemRetriever's user turn puts before the query; the payload baselines rank the query
+# alone. Taken from the one prompt builder, so a change of wording cannot leak into rankings.
+_TASK_PREFIX = retriever_user_message("")
 
 
 def check_methods(methods: Sequence[str] | str, known: Sequence[str] = METHODS) -> list[Any]:

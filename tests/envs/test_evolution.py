@@ -27,6 +27,7 @@ from genmem.envs.evolution import (
 )
 from genmem.envs.evolution_stats import HIT_KEYS
 from genmem.memory.location import open_bank
+from tests.envs.test_evaluate import FailingGenerator
 from tests.graph._banks import A, one_entry_bank, revise_reply
 from tests.graph.test_retriever import FixedGenerator
 
@@ -180,19 +181,6 @@ class CoinChat(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=AIMessage(body))])
 
 
-class FailOn(FixedGenerator):
-    """Proposes :data:`A`, but crashes on the task whose text contains ``marker``."""
-
-    def __init__(self, marker: str) -> None:
-        super().__init__([A])
-        self.marker = marker
-
-    def generate(self, context: str, k: int = 1):
-        if self.marker in context:
-            raise RuntimeError("decoder crashed")
-        return super().generate(context, k)
-
-
 def _evolve(tmp_path, **config: Any):
     src = tmp_path / "src"
     src.mkdir(exist_ok=True)
@@ -216,7 +204,7 @@ def test_an_errored_probe_is_a_failure_with_intervals_and_pairs(tmp_path) -> Non
     out = tmp_path / "run"
     summary = run_evolution(
         _Say(), cfg, bank_url=bank, out=out, chat=CoinChat(),
-        sid_generator=FailOn(crash.query), progress=False,
+        sid_generator=FailingGenerator(crash.query), progress=False,
         reference_sids={t.id: str(A) for t in probe},
     )  # fmt: skip
     assert isinstance(summary, EvolveSummary)

@@ -7,6 +7,7 @@ import pytest
 from genmem.envs.methods import PayloadAddresser, check_methods, method_generator
 from genmem.memory.location import open_bank
 from genmem.memory.sid import SID
+from genmem.policies.prompts import retriever_user_message
 from tests.graph._banks import A, one_entry_bank
 
 B = SID((5, 1, 2, 3))
@@ -32,9 +33,11 @@ def test_tfidf_addresser_ranks_by_payload_and_follows_the_bank(tmp_path) -> None
     assert factory is not None
     addresser = factory(bank, None)  # type: ignore[arg-type]
     assert isinstance(addresser, PayloadAddresser) and addresser.spec == bank.spec
-    assert [c.sid for c in addresser.generate("Task:\nspeed and distance", k=5)] == [str(A)]
+    # the retriever's user turn, as the graph hands it over: the baselines rank the query alone
+    task = retriever_user_message
+    assert [c.sid for c in addresser.generate(task("speed and distance"), k=5)] == [str(A)]
     bank.insert(B, "Add the prices of the items, then subtract the discount.")
-    found = addresser.generate("Task:\nprices with a discount", k=5)
+    found = addresser.generate(task("prices with a discount"), k=5)
     assert found[0].sid == str(B) and addresser.rebuilds == 1  # rebuilt after the write
     assert addresser.generate_batch(["prices", "speed"], k=1)[1][0].sid == str(A)
     assert addresser.rebuilds == 1  # no write since: no rebuild
