@@ -29,8 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             "only how support is chosen differs (none: no memory; tfidf/dense: the top payloads "
             "by similarity; sid: SID generation + lookup), with the same candidate budget and "
             "reranker. Writes records.jsonl (resumable), summary.md, summary.json and "
-            "summary.png into --out. With --pairs, scores addressing alone: Candidate Hit, "
-            f"Hit@1/5 and per-level prefix hits. Benches: {benches}."
+            "summary.png into --out: each mean over all tasks (an errored run counts as a "
+            "failure) with a 95% bootstrap interval, and each memory method minus none task by "
+            "task. With --pairs, scores addressing alone: Candidate Hit, Hit@1/5 and per-level "
+            f"prefix hits, with intervals. Benches: {benches}."
         ),
     )
     src = p.add_mutually_exclusive_group(required=True)
