@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from genmem.cli import main
 from genmem.memory.location import open_bank, parse_bank_url
 from genmem.memory.sid import DEFAULT_SPEC
+from tests.training._weights import assert_trained
 
 
 @pytest.mark.parametrize(
@@ -24,9 +24,14 @@ from genmem.memory.sid import DEFAULT_SPEC
 )
 def test_bad_input_exits_2(seed_bank_url, tmp_path, capsys, extra, message) -> None:
     out = tmp_path / "out"
-    with pytest.raises(SystemExit) if "choice" in message else contextlib.nullcontext():
-        code = main(["train", "mid", "--bank", seed_bank_url, "--out", str(out), *extra])
-        assert code == 2
+    argv = ["train", "mid", "--bank", seed_bank_url, "--out", str(out), *extra]
+    if "choice" in message:  # argparse rejects these itself and exits
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        code = exc.value.code
+    else:
+        code = main(argv)
+    assert code == 2
     assert message in capsys.readouterr().err
     assert not out.exists()
 
@@ -46,6 +51,7 @@ def _mid(bank_url: str, out, role: str, capsys) -> tuple[dict, list[dict]]:
     assert report["examples"] == 2 and report["steps"] == 2 and len(report["losses"]) == 2
     assert json.loads((out / "genmem_policy.json").read_text())["notes"]["stage"] == "mid"
     assert (out / "mid.png").read_bytes()[:4] == b"\x89PNG"
+    assert_trained(out, open_bank(bank_url))
     return report, traces
 
 

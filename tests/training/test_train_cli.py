@@ -8,7 +8,9 @@ import math
 import pytest
 
 from genmem.cli import main
+from genmem.memory.location import open_bank
 from genmem.memory.sid import DEFAULT_SPEC
+from tests.training._weights import assert_trained
 
 
 @pytest.mark.parametrize(
@@ -65,6 +67,10 @@ def test_align_two_steps_then_the_policy_loads_and_generates_sids(
     info = json.loads((out / "genmem_policy.json").read_text())
     assert info["sid_sizes"] == list(DEFAULT_SPEC.sizes) and info["notes"]["stage"] == "align"
     assert json.loads((out / "run.json").read_text())["status"] == "done"
+    assert set(report["withheld"]) == set(report["counts"])
+    held = (out / "heldout_pairs.jsonl").read_text().splitlines()
+    assert report["withheld"]["query_sid"] == len(held) == 30  # 10% of the 300 queries
+    assert_trained(out, open_bank(seed_bank_url))
 
     # The policy directory is a --model for every other command.
     code = main([
