@@ -7,7 +7,9 @@ For a query with reference SID ``z*`` and the policy's beam ``c_1 .. c_K`` (best
   ``1..l`` at once (at ``l = L``: the exact SID is in the top k).
 
 These are the paper's Eq. 36 metrics at the cut-offs the training stages report (1, 5, 50);
-the beam is decoded once at the largest ``k`` and cut.
+the beam is decoded once at the largest ``k`` and cut. Each query's matched depth is kept, so
+every prefix rate carries a seeded 95% percentile bootstrap interval over queries (and two runs
+on the same queries can be compared pair by pair).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from genmem.envs.stats import DEFAULT_INTERVALS, IntervalSettings, bootstrap_interval
 from genmem.memory.sid import SIDSpec
 from genmem.policies.prompts import retriever_user_message
 
@@ -30,6 +33,13 @@ class PrefixAccuracy(BaseModel):
     ks: list[int]
     level: dict[int, list[float]] = Field(description="k -> H_l@k for l = 1..L.")
     prefix: dict[int, list[float]] = Field(description="k -> H_{1:l}@k for l = 1..L.")
+    depth: dict[int, list[int]] = Field(
+        default_factory=dict,
+        description="k -> per query, how many leading levels the best of its top k matches.",
+    )
+    prefix_ci: dict[int, list[tuple[float, float]]] = Field(
+        default_factory=dict, description="k -> bootstrap interval of H_{1:l}@k for l = 1..L."
+    )
 
     def exact(self, k: int) -> float:
         """Share of queries whose reference SID is in the top k."""
@@ -42,17 +52,22 @@ class PrefixAccuracy(BaseModel):
 
 
 def score_beams(
-    beams: Sequence[Sequence[Sequence[int]]], references: Sequence[Sequence[int]], ks: Sequence[int]
+    beams: Sequence[Sequence[Sequence[int]]],
+    references: Sequence[Sequence[int]],
+    ks: Sequence[int],
+    intervals: IntervalSettings = DEFAULT_INTERVALS,
 ) -> PrefixAccuracy:
-    """Accuracy of ranked code tuples against reference code tuples."""
+    """Accuracy of ranked code tuples against reference code tuples, with intervals."""
     if len(beams) != len(references) or not references:
         raise ValueError(f"{len(beams)} beams for {len(references)} references; need >= 1 each")
     levels = len(references[0])
     level: dict[int, list[float]] = {}
     prefix: dict[int, list[float]] = {}
+    depths: dict[int, list[int]] = {}
+    cis: dict[int, list[tuple[float, float]]] = {}
     for k in ks:
         lv = [0] * levels
-        px = [0] * levels
+        depths[k] = []
         for beam, ref in zip(beams, references, strict=True):
             top = beam[:k]
             depth = 0
@@ -61,12 +76,16 @@ def score_beams(
                 while d < levels and cand[d] == ref[d]:
                     d += 1
                 depth = max(depth, d)
+            depths[k].append(depth)
             for i in range(levels):
                 lv[i] += any(c[i] == ref[i] for c in top)
-                px[i] += depth > i
+        hits = [[float(d > i) for d in depths[k]] for i in range(levels)]
         level[k] = [v / len(references) for v in lv]
-        prefix[k] = [v / len(references) for v in px]
-    return PrefixAccuracy(n=len(references), ks=list(ks), level=level, prefix=prefix)
+        prefix[k] = [sum(h) / len(references) for h in hits]
+        cis[k] = [bootstrap_interval(h, intervals) or (0.0, 0.0) for h in hits]
+    return PrefixAccuracy(
+        n=len(references), ks=list(ks), level=level, prefix=prefix, depth=depths, prefix_ci=cis
+    )
 
 
 def prefix_accuracy(
