@@ -262,9 +262,14 @@ def test_example_runs_on_the_default_model(tmp_path) -> None:
     assert isinstance(out["support"], str) and out["support"].strip()
     assert [e["node"] for e in out["events"]][:2] == ["mem_retriever", "agent"]
     assert out["events"][-1]["node"] == "mem_evolver"
-    written = out["update"] is not None
-    assert written == (out["evolve_error"] is None)
-    assert out["bank_events_after"] == out["bank_events_before"] + int(written)
+    # The default model decides under the slot's JSON schema, which admits only a valid update
+    # of the slot it read: the write must go through (a rejection here is a regression).
+    assert out["evolve_error"] is None and out["update"] is not None, out["evolve_error"]
+    assert out["events"][-1]["kind"] == "applied"
+    assert out["bank_events_after"] == out["bank_events_before"] + 1
+    bank = open_bank(out["bank_url"])
+    assert bank.events()[-1].seq == out["update"]["seq"]
+    assert bank.events()[-1].actor == "mem_evolver"
 
 
 def test_the_bank_can_live_in_the_graphs_store() -> None:
