@@ -92,13 +92,20 @@ def test_coldstart_bank_then_online_evolution(tmp_path, monkeypatch, capsys) -> 
         (t, m) for t in range(3) for m in METHODS
     ]
     assert all(c["n"] == PROBE and c["errors"] == 0 for c in summary["checkpoints"])
+    for c in summary["checkpoints"]:  # a bootstrap interval over the probe tasks
+        assert c["ci"]["score"][0] <= c["score"] <= c["ci"]["score"][1]
+    # sid minus frozen, task by task: at t0 both are the same system on the same bank, and a
+    # greedy model decodes them alike
+    assert [p["checkpoint"] for p in summary["paired"]] == [0, 1, 2]
+    assert summary["paired"][0]["paired"]["score"]["ties"] == PROBE
+    assert summary["intervals"]["resamples"] >= 1000
     assert len(summary["blocks"]) == 2 and len(_lines(ev / "stream.jsonl")) == 2 * BLOCK
     for t in range(3):
         assert (ev / "snapshots" / f"t{t}.jsonl").exists()
     for b in (1, 2):
         assert (ev / "logs" / f"block{b}.jsonl").exists()
     for name in summary["files"]:
-        if name.endswith(("curves", "lineage", "concentration", "mix", "distance")):
+        if name.endswith(("curves", "lineage", "concentration", "mix", "distance", "frozen")):
             assert open(summary["files"][name], "rb").read(4) == PNG
     # The input bank was never written; the frozen control read the bank as it was at t0.
     assert [e.model_dump() for e in open_bank(bank).events()] == input_events
@@ -120,3 +127,26 @@ def test_coldstart_bank_then_online_evolution(tmp_path, monkeypatch, capsys) -> 
     # setting may follow inserts, and is reported too.
     assert summary["invariance"]["sid_all"]["identical_fraction"] == 1.0
     assert summary["invariance"]["sid_occupied"]["identical_fraction"] is not None
+
+
+def test_decoding_seeds_fix_the_default_models_samples() -> None:
+    """What ``evolve --seeds`` relies on: a run seeded alike samples alike on the real model.
+
+    (The whole seeded protocol runs with fakes in tests/envs/test_evolution.py; with the real
+    model sampling lets its JSON replies run to their 640-token room, minutes per probe on CPU.)
+    """
+    from langchain_core.messages import HumanMessage
+
+    from genmem.envs.evolution import _seed_sampling
+    from genmem.policies.backends import capped_chat_model
+
+    chat = capped_chat_model("local", 12, temperature=1.0)
+    prompt = [HumanMessage("Name three fruits and say why you like each.")]
+
+    def sample(seed: int) -> str:
+        _seed_sampling(seed, "t0", "task-1")
+        return str(chat.invoke(prompt).content)
+
+    first = sample(0)
+    assert sample(0) == first  # the same seed draws the same tokens
+    assert len({first, sample(1), sample(2)}) > 1  # other seeds draw others
