@@ -165,6 +165,14 @@ def _align(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rollout_help(name: str) -> str:
+    """A GRPO flag's help: the description of the RolloutConfig field it sets."""
+    from genmem.training.config import RolloutConfig
+
+    field = RolloutConfig.model_fields[name]
+    return f"{str(field.description).rstrip('.')} ({field.default})"
+
+
 def _register_grpo(tsub: argparse._SubParsersAction) -> None:
     from genmem._cli_tasks import add_dataset_arguments
 
@@ -172,14 +180,24 @@ def _register_grpo(tsub: argparse._SubParsersAction) -> None:
         "grpo",
         help="stage 3: joint GRPO of MemRetriever and MemEvolver on rollouts through the graphs",
         description=(
-            "TRL GRPOTrainer with a rollout function: the policy writes the SID turn, the graphs "
-            "do lookup, rewrite, StackPlanner with and without the support, and MemEvolver's "
-            "update on a scratch copy of the bank. Rewards (logged separately): format, SID "
-            "agreement, the LLM judge (retriever), r_faithful + r_loc + r_op (evolver), and the "
-            "contrastive outcome; process and outcome channels are normalised separately. Tasks "
-            "come from --dataset/--split (default gsm8k train) or --data. Writes the policy, "
-            "rollouts.jsonl (every rollout's parts and flags) and grpo.png (training dynamics "
-            "per role) into --out."
+            "TRL GRPOTrainer with a rollout function that runs the graphs. The policy writes "
+            "the SID; the real memory_lookup reads it; with --completion whole (default) the "
+            "policy then writes the rewrite (MemRetriever) or the update decision (MemEvolver) "
+            "itself, the lookup result being masked out of the loss; --completion sid trains "
+            "the SID alone and lets --planner-model write them. StackPlanner solves the task "
+            "with and without the support; MemEvolver writes to a scratch copy of the bank and "
+            "is told only what the environment itself observes (nothing on GSM8K or QA). "
+            "Rewards (logged separately): format, SID agreement, the LLM judge with the "
+            "reference (retriever), r_faithful (the judge) + r_loc (best cosine similarity of "
+            "the new payload to the live entries sharing the update SID's longest prefix, times "
+            "that prefix's depth over L-1) + r_op (revise on an occupied SID, insert on an empty "
+            "one) for the evolver, and the contrastive outcome (with memory minus without, "
+            "+0.2 when both succeed); process and outcome channels are normalised separately. "
+            "A judge call or rollout that raises is logged and left out (NaN), never scored 0; "
+            "more than --max-failures stop the run (exit 1). Tasks come from --dataset/--split "
+            "(default gsm8k train) or --data. Writes the policy, rollouts.jsonl (every "
+            "rollout's parts, flags and the text of each completion part) and grpo.png "
+            "(training dynamics per role) into --out."
         ),
     )
     _common(g)
@@ -192,9 +210,13 @@ def _register_grpo(tsub: argparse._SubParsersAction) -> None:
         help="joint (both roles' prompts in one run, one policy; default) or one role",
     )
     g.add_argument(
+        "--completion", choices=("whole", "sid"), default="whole", help=_rollout_help("completion")
+    )
+    g.add_argument(
         "--planner-model",
         default="local",
-        help="model spec of the rest of the graph: rewrite, StackPlanner, judge (local)",
+        help="model spec of the rest of the graph: StackPlanner, the judge, and with "
+        "--completion sid the rewrite and decision (local)",
     )
     g.add_argument(
         "--constrained",
@@ -204,15 +226,30 @@ def _register_grpo(tsub: argparse._SubParsersAction) -> None:
     g.add_argument("--no-judge", action="store_true", help="skip the LLM judge (its parts: 0)")
     g.add_argument("--max-planner-steps", type=positive_int, default=1, help="planner steps (1)")
     g.add_argument(
-        "--max-new-tokens", type=positive_int, default=128, help="reply cap in the graph (128)"
+        "--max-new-tokens",
+        type=positive_int,
+        default=128,
+        help="reply cap in the graph and of the policy's rewrite or decision (128)",
     )
+    g.add_argument("--max-failures", type=_count, default=10, help=_rollout_help("max_failures"))
     g.set_defaults(func=_grpo)
+
+
+def _count(text: str) -> int:
+    """A non-negative integer argument."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative; use 0 or more")
+    return value
 
 
 def _grpo(args: argparse.Namespace) -> int:
     from genmem._cli_tasks import environment
+    from genmem.training.config import RolloutConfig
     from genmem.training.grpo import run_grpo
-    from genmem.training.rollouts import RolloutConfig
 
     _chat_spec("--planner-model", args.planner_model)
     preset, _ = _setup(args)
@@ -229,18 +266,21 @@ def _grpo(args: argparse.Namespace) -> int:
         limit=args.limit,
         max_steps=args.max_steps,
         rollout=RolloutConfig(
+            completion=args.completion,
             constrained=args.constrained,
             judge=not args.no_judge,
             max_steps=args.max_planner_steps,
             max_new_tokens=args.max_new_tokens,
+            max_failures=args.max_failures,
         ),
         progress=not args.json,
     )
     means = {k: [round(v, 3) for v in vals] for k, vals in report.rewards.items()}
     text = (
-        f"GRPO ({', '.join(report.roles)}) on {report.tasks} tasks: {report.steps} steps, "
-        f"{report.rollouts} rollouts in {report.seconds:.0f} s "
-        f"({report.steps_per_second:.3f} steps/s)\nrewards per step: {means}\n"
+        f"GRPO ({', '.join(report.roles)}; {report.completion} completions) on {report.tasks} "
+        f"tasks: {report.steps} steps, {report.rollouts} rollouts ({report.failures} failed) "
+        f"in {report.seconds:.0f} s ({report.steps_per_second:.3f} steps/s)\n"
+        f"rewards per step: {means}\n"
         f"eligibility per role: {report.eligibility}\n"
         f"policy: {report.out} (use --model local:{report.out})"
     )

@@ -10,6 +10,9 @@ One :class:`TrainPreset` holds the optimiser, schedule, batch and GRPO settings 
   (``configs/zero3.json``), vLLM colocated with training for GRPO generation. Launch it with
   ``accelerate launch --config_file configs/accelerate_zero3.yaml`` (see README, "Training").
 - a JSON or YAML file: any fields of :class:`TrainPreset`, over the ``base`` preset it names.
+
+:class:`RolloutConfig` is how GRPO's rollouts run the graphs and score them; its field
+descriptions are the help of ``genmem train grpo``'s flags.
 """
 
 from __future__ import annotations
@@ -21,8 +24,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from genmem.envs.scoring import DEFAULT_PARTIAL_BONUS
+
 __all__ = [
     "PRESETS",
+    "Completion",
+    "RolloutConfig",
     "Stage",
     "TrainPreset",
     "config_file",
@@ -34,6 +41,8 @@ __all__ = [
 ]
 
 Stage = Literal["align", "mid", "grpo"]
+Completion = Literal["whole", "sid"]
+"""What GRPO trains: the memory agent's whole turn, or its SID turn alone."""
 
 
 class TrainPreset(BaseModel):
@@ -133,6 +142,44 @@ PRESETS: dict[str, TrainPreset] = {
         vllm_gpu_memory_utilization=0.3,
     ),
 }
+
+
+class RolloutConfig(BaseModel):
+    """How rollouts run the graph and score it (field descriptions are the CLI's help)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    completion: Completion = Field(
+        default="whole",
+        description="What GRPO trains: 'whole' = the agent's whole turn (SID, the lookup "
+        "result masked out of the loss, then the rewrite or decision the policy writes); "
+        "'sid' = the SID turn only (the chat model writes the rewrite and the decision).",
+    )
+    alpha_partial: float = Field(
+        default=DEFAULT_PARTIAL_BONUS,
+        ge=0,
+        description="Outcome bonus when both runs succeed (Eq. 4); evaluation uses the same.",
+    )
+    memory_k: int = Field(default=3, ge=1, description="Entries a lookup returns.")
+    max_steps: int = Field(default=1, ge=1, description="StackPlanner steps per run.")
+    max_new_tokens: int = Field(
+        default=128,
+        ge=1,
+        description="Reply cap of the graph's calls and of the policy's rewrite or decision.",
+    )
+    judge: bool = Field(default=True, description="Call the LLM judge (False: judge parts 0).")
+    max_context_tokens: int = Field(default=512, ge=16)
+    constrained: bool = Field(
+        default=False,
+        description="Sample the SID turn under the SID trie (always valid, format reward 1); "
+        "False samples freely with TRL's generator (vLLM when configured), as the paper does.",
+    )
+    max_failures: int = Field(
+        default=10,
+        ge=0,
+        description="Failed rollouts and judge calls tolerated (each is logged and scored NaN, "
+        "not 0); one more stops the run, keeping the rollout log and the report so far.",
+    )
 
 
 def config_file(name: str) -> Path:

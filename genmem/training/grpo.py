@@ -9,14 +9,20 @@ functions (logged by TRL, weight 0) and the process and outcome channels (weight
 per channel as :mod:`genmem.training.advantages` explains. KL to the reference policy (the
 starting weights) with ``beta`` from the preset.
 
+The completion trained is the agent's whole turn by default (SID, the lookup result masked out
+of the loss, then the policy's own rewrite or decision); ``RolloutConfig(completion="sid")``
+trains the SID turn alone (see :mod:`genmem.training.rollouts`).
+
 The bank is copied to ``OUT/bank.db`` first: lookups read the copy, and every MemEvolver
-rollout writes to its own scratch copy of it, so the input bank is never written.
+rollout writes to its own scratch copy of it, so the input bank is never written. Each rollout
+is appended to ``OUT/rollouts.jsonl`` as it finishes. A run stopped by too many failures
+(:class:`~genmem.errors.TooManyFailures`) keeps that log, writes ``report.json`` with what it
+measured so far and marks ``run.json`` failed, then raises.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import sys
 import time
@@ -24,9 +30,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, Field
 
 from genmem.envs.base import Environment
+from genmem.errors import TooManyFailures
 from genmem.training.config import TrainPreset, grpo_args
 from genmem.training.dynamics import eligibility_rates, plot_grpo_dynamics
 from genmem.training.policy_io import TrainingRun, load_trainable, write_policy
@@ -41,6 +49,7 @@ class GRPOReport(BaseModel):
     out: str
     preset: str
     roles: list[str]
+    completion: str = Field(description="What was trained: the whole turn, or the SID turn.")
     tasks: int
     steps: int
     seconds: float
@@ -52,6 +61,7 @@ class GRPOReport(BaseModel):
         default_factory=dict,
         description="Per role, the share of rollouts with each flag of dynamics.RATES.",
     )
+    failures: int = Field(default=0, description="Judge calls and rollouts that raised (NaN).")
     files: dict[str, str]
 
 
@@ -74,14 +84,21 @@ def run_grpo(
     *,
     preset: TrainPreset,
     model: str | None = None,
-    chat_model: str = "local",
+    chat_model: str | BaseChatModel = "local",
     roles: Sequence[Role] = ("retriever", "evolver"),
     limit: int = 4,
     max_steps: int | None = None,
     rollout: RolloutConfig | None = None,
     progress: bool = True,
 ) -> GRPOReport:
-    """GRPO on ``env``'s first ``limit`` tasks with ``bank_url``; the policy goes to ``out``."""
+    """GRPO on ``env``'s first ``limit`` tasks with ``bank_url``; the policy goes to ``out``.
+
+    ``chat_model`` (a spec or a chat model) plans, judges and, with ``completion="sid"``,
+    writes the rewrite and the decision.
+
+    Raises:
+        TooManyFailures: more judge calls or rollouts raised than ``rollout.max_failures``.
+    """
     from datasets import Dataset
     from trl import GRPOTrainer
 
@@ -99,10 +116,17 @@ def run_grpo(
     policy.model.config._name_or_path = str(start)
 
     cfg = rollout or RolloutConfig()
-    rollouts = GraphRollouts(env, work_url, capped_chat_model(chat_model, cfg.max_new_tokens), cfg)
+    chat = (
+        capped_chat_model(chat_model, cfg.max_new_tokens)
+        if isinstance(chat_model, str)
+        else chat_model
+    )
+    log_path = out / "rollouts.jsonl"
+    rollouts = GraphRollouts(env, work_url, chat, cfg, log_path=log_path)
     by_query = _reference_sids(bank)
     tasks = env.tasks(limit)
     refs = {t.id: by_query[t.query] for t in tasks if t.query in by_query}
+    bank.store.close()
     rows = rollouts.add_tasks(tasks, list(roles), refs, policy.tokenizer, progress=progress)
     funcs, weights = reward_functions(roles)
     args = grpo_args(preset, out / "trainer", max_steps)
@@ -127,36 +151,42 @@ def run_grpo(
 
     trainer._generate_and_score_completions = recorded
     started = time.perf_counter()
+
+    def report(seconds: float, files: dict[str, str]) -> GRPOReport:
+        steps = int(trainer.state.global_step)
+        names = [f.__name__ for f in funcs]
+        made = GRPOReport(
+            out=str(out),
+            preset=preset.name,
+            roles=list(roles),
+            completion=cfg.completion,
+            tasks=len(tasks),
+            steps=steps,
+            seconds=round(seconds, 2),
+            steps_per_second=round(steps / seconds, 4) if seconds > 0 else 0.0,
+            rollouts=len(rollouts.log),
+            rewards={n: _logged(trainer.state.log_history, f"rewards/{n}/mean") for n in names},
+            advantages=advantages,
+            eligibility={r: eligibility_rates(rollouts.log, r) for r in roles},
+            failures=rollouts.failures,
+            files={**files, "rollouts": str(log_path)},
+        )
+        made.files["plot"] = plot_grpo_dynamics(
+            rollouts.log, {r: PARTS[r] for r in roles}, out / "grpo.png"
+        )
+        return made
+
     try:
         with contextlib.redirect_stdout(sys.stderr):  # the Trainer prints logs; keep --json clean
             trainer.train()
+    except TooManyFailures as exc:
+        run.fail(report(time.perf_counter() - started, {}).model_dump(mode="json"), str(exc))
+        raise
     finally:
         rollouts.close()
+        shutil.rmtree(start, ignore_errors=True)  # the reference's weights: only needed to start
     seconds = time.perf_counter() - started
-    steps = int(trainer.state.global_step)
-    names = [f.__name__ for f in funcs]
-    rewards = {n: _logged(trainer.state.log_history, f"rewards/{n}/mean") for n in names}
-    log_path = out / "rollouts.jsonl"
-    log_path.write_text("".join(json.dumps(r) + "\n" for r in rollouts.log), encoding="utf-8")
-    shutil.rmtree(start, ignore_errors=True)  # the reference's weights: only needed to start
-    files = write_policy(policy, out, run, notes={"stage": "grpo", "roles": list(roles)})
-    files["rollouts"] = str(log_path)
-    report = GRPOReport(
-        out=str(out),
-        preset=preset.name,
-        roles=list(roles),
-        tasks=len(tasks),
-        steps=steps,
-        seconds=round(seconds, 2),
-        steps_per_second=round(steps / seconds, 4) if seconds > 0 else 0.0,
-        rollouts=len(rollouts.log),
-        rewards=rewards,
-        advantages=advantages,
-        eligibility={r: eligibility_rates(rollouts.log, r) for r in roles},
-        files=files,
-    )
-    report.files["plot"] = plot_grpo_dynamics(
-        rollouts.log, {r: PARTS[r] for r in roles}, out / "grpo.png"
-    )
-    run.finish(report.model_dump(mode="json"))
-    return report
+    notes = {"stage": "grpo", "roles": list(roles), "completion": cfg.completion}
+    done = report(seconds, write_policy(policy, out, run, notes=notes))
+    run.finish(done.model_dump(mode="json"))
+    return done

@@ -62,13 +62,15 @@ class TrainingRun:
         run._write("running", None)
         return run
 
-    def _write(self, status: str, report: dict[str, Any] | None) -> None:
+    def _write(self, status: str, report: dict[str, Any] | None, error: str | None = None) -> None:
         body = {
             "stage": self.stage,
             "status": status,
             "started": self.started,
             "preset": self.preset.model_dump(),
         }
+        if error is not None:
+            body["error"] = error
         (self.out / "run.json").write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
         if report is not None:
             text = json.dumps(report, indent=2) + "\n"
@@ -77,6 +79,10 @@ class TrainingRun:
     def finish(self, report: dict[str, Any]) -> None:
         """Record the run as done and write ``report.json``."""
         self._write("done", report)
+
+    def fail(self, report: dict[str, Any], error: str) -> None:
+        """Record the run as stopped by ``error`` and write what it measured to ``report.json``."""
+        self._write("failed", report, error)
 
 
 def write_policy(

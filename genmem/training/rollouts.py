@@ -52,10 +52,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from genmem.envs.base import Environment, Task
-from genmem.envs.scoring import DEFAULT_PARTIAL_BONUS, contrastive_outcome
+from genmem.envs.scoring import contrastive_outcome
 from genmem.errors import TooManyFailures
 from genmem.memory.sid import SIDSpec
 from genmem.policies.prompts import (
@@ -66,6 +64,7 @@ from genmem.policies.prompts import (
 from genmem.policies.sid_decoding import ADDRESS_PROMPT, address_prompt
 from genmem.policies.types import SIDCandidate
 from genmem.training.advantages import CHANNELS
+from genmem.training.config import Completion, RolloutConfig
 from genmem.training.graph_runs import planner_graph, scratch_bank, solve
 from genmem.training.rewards import (
     FAITHFUL_RUBRIC,
@@ -79,7 +78,12 @@ from genmem.training.rewards import (
     parse_completion_sid,
     sid_agreement_reward,
 )
-from genmem.training.turns import PolicyTurnChat, TurnRecord, trainer_sampler
+from genmem.training.turns import (
+    PolicyTurnChat,
+    TurnRecord,
+    generation_model,
+    trainer_sampler,
+)
 
 __all__ = [
     "PARTS",
@@ -94,7 +98,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 Role = Literal["retriever", "evolver"]
-Completion = Literal["whole", "sid"]
 
 PARTS: dict[Role, tuple[str, ...]] = {
     "retriever": ("format", "sid_agreement", "strategy_judge"),
@@ -102,44 +105,6 @@ PARTS: dict[Role, tuple[str, ...]] = {
 }
 _REPLY: dict[Role, str] = {"retriever": "rewrite", "evolver": "decision"}
 """What the policy's text turn is called in the rollout log, per role."""
-
-
-class RolloutConfig(BaseModel):
-    """How rollouts run the graph and score it (field descriptions are the CLI's help)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    completion: Completion = Field(
-        default="whole",
-        description="What GRPO trains: 'whole' = the agent's whole turn (SID, the lookup "
-        "result masked out of the loss, then the rewrite or decision the policy writes); "
-        "'sid' = the SID turn only (the chat model writes the rewrite and the decision).",
-    )
-    alpha_partial: float = Field(
-        default=DEFAULT_PARTIAL_BONUS,
-        ge=0,
-        description="Outcome bonus when both runs succeed (Eq. 4); evaluation uses the same.",
-    )
-    memory_k: int = Field(default=3, ge=1, description="Entries a lookup returns.")
-    max_steps: int = Field(default=1, ge=1, description="StackPlanner steps per run.")
-    max_new_tokens: int = Field(
-        default=128,
-        ge=1,
-        description="Reply cap of the graph's calls and of the policy's rewrite or decision.",
-    )
-    judge: bool = Field(default=True, description="Call the LLM judge (False: judge parts 0).")
-    max_context_tokens: int = Field(default=512, ge=16)
-    constrained: bool = Field(
-        default=False,
-        description="Sample the SID turn under the SID trie (always valid, format reward 1); "
-        "False samples freely with TRL's generator (vLLM when configured), as the paper does.",
-    )
-    max_failures: int = Field(
-        default=10,
-        ge=0,
-        description="Failed rollouts and judge calls tolerated (each is logged and scored NaN, "
-        "not 0); one more stops the run, keeping the rollout log and the report so far.",
-    )
 
 
 @dataclass
@@ -322,7 +287,6 @@ class GraphRollouts:
     def _sample_constrained(self, trainer: Any, prompt_ids: list[list[int]]) -> list[list[int]]:
         """Sample one SID per prompt under the trie of all SIDs, then the end token."""
         import torch
-        from trl.models.utils import unwrap_model_for_generation
 
         from genmem.policies.sid_decoding import SIDTrie
         from genmem.policies.sid_tokens import sid_token_ids
@@ -330,14 +294,7 @@ class GraphRollouts:
         tok = trainer.processing_class
         trie = SIDTrie(self.spec, sid_token_ids(tok, self.spec), None)
         out: list[list[int]] = []
-        with (
-            unwrap_model_for_generation(
-                trainer.model_wrapped,
-                trainer.accelerator,
-                gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
-            ) as model,
-            torch.no_grad(),
-        ):
+        with generation_model(trainer) as model:
             for ids in prompt_ids:
                 n = len(ids)
 

@@ -21,7 +21,8 @@ TRL's ``rollout_func`` may return to keep tool output out of the loss.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +32,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
-__all__ = ["PolicyTurnChat", "Sampler", "TurnRecord", "trainer_sampler"]
+__all__ = ["PolicyTurnChat", "Sampler", "TurnRecord", "generation_model", "trainer_sampler"]
 
 Sampler = Callable[[list[int], int], tuple[list[int], list[float]]]
 """Samples a continuation of the token ids (at most N new tokens): its ids and their logprobs."""
@@ -121,13 +122,31 @@ class PolicyTurnChat(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=AIMessage(text.strip()))])
 
 
+@contextlib.contextmanager
+def generation_model(trainer: Any) -> Iterator[Any]:
+    """``trainer``'s model ready to generate (weights gathered under ZeRO-3), as TRL does it."""
+    import torch
+    from trl.models.utils import unwrap_model_for_generation
+
+    args = trainer.args
+    with (
+        unwrap_model_for_generation(
+            trainer.model_wrapped,
+            trainer.accelerator,
+            gather_deepspeed3_params=args.ds3_gather_for_generation,
+            gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
+        ) as model,
+        torch.no_grad(),
+    ):
+        yield model
+
+
 def trainer_sampler(trainer: Any) -> Sampler:
     """Sampling from ``trainer``'s model with its generation settings, as TRL's own sampler."""
 
     def sample(context: list[int], max_new_tokens: int) -> tuple[list[int], list[float]]:
         import torch
         from transformers import GenerationConfig
-        from trl.models.utils import unwrap_model_for_generation
 
         tok = trainer.processing_class
         eos = list(trainer.eos_token_ids)
@@ -143,16 +162,7 @@ def trainer_sampler(trainer: Any) -> Sampler:
             pad_token_id=tok.pad_token_id,
             disable_compile=True,
         )
-        args = trainer.args
-        with (
-            unwrap_model_for_generation(
-                trainer.model_wrapped,
-                trainer.accelerator,
-                gather_deepspeed3_params=args.ds3_gather_for_generation,
-                gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
-            ) as model,
-            torch.no_grad(),
-        ):
+        with generation_model(trainer) as model:
             ids = torch.tensor([context], device=model.device)
             out = model.generate(
                 input_ids=ids,

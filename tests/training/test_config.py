@@ -84,3 +84,26 @@ def test_bad_preset_files_are_refused(tmp_path, body, message) -> None:
 def test_unknown_preset_name() -> None:
     with pytest.raises(ValueError, match="use cpu, a100x8"):
         load_preset("h100x64")
+
+
+def test_rollout_config_defaults_and_refusals() -> None:
+    from pydantic import ValidationError
+
+    from genmem.envs.scoring import DEFAULT_PARTIAL_BONUS
+    from genmem.training.config import RolloutConfig
+
+    cfg = RolloutConfig()
+    assert cfg.completion == "whole" and cfg.max_failures == 10
+    assert cfg.alpha_partial == DEFAULT_PARTIAL_BONUS
+    for bad in ({"completion": "all"}, {"max_failures": -1}, {"alpha_partial": -0.1}):
+        with pytest.raises(ValidationError):
+            RolloutConfig(**bad)
+
+
+def test_grpo_flags_take_their_help_from_the_rollout_config() -> None:
+    from genmem._cli_train import _rollout_help
+    from genmem.training.config import RolloutConfig
+
+    for name in ("completion", "max_failures"):
+        description = str(RolloutConfig.model_fields[name].description)
+        assert _rollout_help(name).startswith(description.rstrip("."))
