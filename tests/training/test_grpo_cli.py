@@ -179,7 +179,7 @@ def test_sid_only_grpo_trains_the_sid_turn(
     out = tmp_path / "grpo-sid"
     code = main([
         "train", "grpo", "--bank", seed_bank_url, "--limit", "1", "--max-steps", "1",
-        "--role", "retriever", "--completion", "sid", "--constrained", "--no-judge",
+        "--role", "evolver", "--completion", "sid", "--constrained", "--no-judge",
         "--max-new-tokens", "16", "--out", str(out), "--json",
     ])  # fmt: skip
     assert code == 0
@@ -191,6 +191,9 @@ def test_sid_only_grpo_trains_the_sid_turn(
         assert len(ids) == DEFAULT_SPEC.levels + 1 and ids[-1] == returned["tokenizer"].eos_token_id
     rows = [json.loads(x) for x in (out / "rollouts.jsonl").read_text().splitlines()]
     assert all([p["part"] for p in r["turns"]] == ["sid"] for r in rows)
+    # The evolver's r_loc is continuous, so the group's advantages are not all 0 and the
+    # weights must move (a retriever group without the judge often ties).
+    assert any(a != 0.0 for a in report["advantages"][0])
     assert not np.array_equal(_weights(out)[PROBE], start_probe)
 
 
