@@ -6,7 +6,7 @@ import json
 import os
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -18,6 +18,7 @@ __all__ = [
     "jsonl_rows",
     "read_gsm8k",
     "read_jsonl",
+    "replace_jsonl",
 ]
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -97,6 +98,27 @@ def append_jsonl(path: str | Path, obj: Any) -> None:
     with Path(path).open("a+b") as fh:
         _cut_torn_tail(fh)
         fh.write((line + "\n").encode("utf-8"))
+
+
+def replace_jsonl(path: str | Path, objs: Iterable[Any]) -> None:
+    """Rewrite ``path`` with ``objs``, one per line, so that a kill leaves the old or the new file.
+
+    The lines go to a temporary file beside ``path`` that is flushed to disk and then renamed
+    over it (``os.replace`` is atomic on one filesystem); a run stopped at any point keeps every
+    record it had.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("wb") as fh:
+            for obj in objs:
+                line = obj.model_dump_json() if hasattr(obj, "model_dump_json") else json.dumps(obj)
+                fh.write((line + "\n").encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _cut_torn_tail(fh: BinaryIO) -> None:

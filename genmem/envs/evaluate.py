@@ -32,6 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from genmem.envs.base import Environment, Outcome, Task
+from genmem.envs.bundled import append_jsonl, jsonl_rows, replace_jsonl
 from genmem.envs.methods import Method, check_methods, method_generator
 from genmem.envs.stats import (
     DEFAULT_INTERVALS,
@@ -135,8 +136,7 @@ class EvalReport(BaseModel):
 
 
 def _records(path: Path) -> list[EvalRecord]:
-    from genmem.envs.bundled import jsonl_rows
-
+    """The records written so far (a torn last line is dropped and runs again)."""
     return [EvalRecord.model_validate(row) for row in jsonl_rows(path)]
 
 
@@ -185,7 +185,6 @@ def evaluate(
     """
     from tqdm.auto import tqdm
 
-    from genmem.envs.bundled import append_jsonl
     from genmem.graph.loop import build_genmem_graph
     from genmem.graph.retriever import RetrieverConfig
     from genmem.graph.stack import StackBudget
@@ -253,7 +252,7 @@ def evaluate(
         bar.update(1)
     bar.close()
     records = _with_contrastive(_records(path))
-    path.write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    replace_jsonl(path, records)  # a kill here keeps the old file, never half of it
     report = EvalReport(
         bench=env.name,
         settings=settings,

@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from genmem.envs.bundled import GSM8K_TRAIN, append_jsonl, jsonl_rows, read_gsm8k, read_jsonl
+from genmem.envs.bundled import (
+    GSM8K_TRAIN,
+    append_jsonl,
+    jsonl_rows,
+    read_gsm8k,
+    read_jsonl,
+    replace_jsonl,
+)
 
 ROWS = [{"id": "a", "text": "première"}, {"id": "b", "text": "second"}]
 
@@ -98,3 +105,19 @@ def test_a_damaged_copy_of_bundled_data_names_the_line(tmp_path: Path) -> None:
 
 def test_missing_results_file_is_empty(tmp_path: Path) -> None:
     assert jsonl_rows(tmp_path / "nothing-yet.jsonl") == []
+
+
+def test_a_rewrite_stopped_midway_keeps_every_old_record(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    path.write_bytes(_sealed(ROWS))
+
+    def rows_then_a_kill():
+        yield {"id": "a", "text": "rewritten"}
+        raise KeyboardInterrupt  # the run is stopped while the new file is being written
+
+    with pytest.raises(KeyboardInterrupt):
+        replace_jsonl(path, rows_then_a_kill())
+    assert path.read_bytes() == _sealed(ROWS)
+    assert [p.name for p in tmp_path.iterdir()] == ["records.jsonl"]  # no temporary file left
+    replace_jsonl(path, [*ROWS, {"id": "c", "text": "new"}])
+    assert jsonl_rows(path) == [*ROWS, {"id": "c", "text": "new"}]
