@@ -48,15 +48,25 @@ def add_budget_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def positive_int(value: str) -> int:
-    """argparse type: an integer >= 1."""
+def _int_at_least(value: str, low: int) -> int:
+    """``value`` as an integer >= ``low``, or argparse's error naming both."""
     try:
         n = int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} must be >= 1")
+    if n < low:
+        raise argparse.ArgumentTypeError(f"{value!r} must be >= {low}")
     return n
+
+
+def positive_int(value: str) -> int:
+    """argparse type: an integer >= 1."""
+    return _int_at_least(value, 1)
+
+
+def nonnegative_int(value: str) -> int:
+    """argparse type: an integer >= 0."""
+    return _int_at_least(value, 0)
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:

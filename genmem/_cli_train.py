@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from genmem._cli_common import CLIError, emit, fail, positive_int
+from genmem._cli_common import CLIError, emit, fail, nonnegative_int, positive_int
 from genmem._cli_tasks import first_error
 
 __all__ = ["register"]
@@ -231,19 +231,10 @@ def _register_grpo(tsub: argparse._SubParsersAction) -> None:
         default=128,
         help="reply cap in the graph and of the policy's rewrite or decision (128)",
     )
-    g.add_argument("--max-failures", type=_count, default=10, help=_rollout_help("max_failures"))
+    g.add_argument(
+        "--max-failures", type=nonnegative_int, default=10, help=_rollout_help("max_failures")
+    )
     g.set_defaults(func=_grpo)
-
-
-def _count(text: str) -> int:
-    """A non-negative integer argument."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative; use 0 or more")
-    return value
 
 
 def _grpo(args: argparse.Namespace) -> int:

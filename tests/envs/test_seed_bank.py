@@ -76,30 +76,20 @@ def test_reference_seed_bank_is_built_once_and_copied(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_model_distillation_resumes_from_its_file(tmp_path: Path) -> None:
-    # the lessons are already on disk: the build reads them and loads no model
-    cfg = SeedBankConfig(distill="model", size=2, fit_size=48, sizes=(8, 4), model="no-such-model")
-    base = tmp_path / cfg.key()
-    base.mkdir()
-    lessons = ["Problem type: ages\nProcedure: subtract", "Problem type: money\nProcedure: add"]
-    (base / "experiences.jsonl").write_text(
-        "".join(json.dumps({"index": i, "text": t}) + "\n" for i, t in enumerate(lessons))
-    )
-    built = build_seed_bank(cfg, root=tmp_path, progress=False)
-    payloads = {e.payload for e in open_bank(built.url).entries()}
-    assert payloads <= set(lessons) and payloads
-
-
-@pytest.mark.slow
-def test_model_distillation_resumes_past_a_torn_last_line(tmp_path: Path) -> None:
-    # a kill -9 mid-write leaves half a line: it is dropped (with a warning), never a crash
+@pytest.mark.parametrize("torn", [False, True], ids=["whole", "torn-last-line"])
+def test_model_distillation_resumes_from_its_file(tmp_path: Path, torn: bool) -> None:
+    # the lessons are already on disk: the build reads them and loads no model; a kill -9
+    # mid-write leaves half a line, which is dropped with a warning, never a crash
     cfg = SeedBankConfig(distill="model", size=2, fit_size=48, sizes=(8, 4), model="no-such-model")
     base = tmp_path / cfg.key()
     base.mkdir()
     lessons = ["Problem type: ages\nProcedure: subtract", "Problem type: money\nProcedure: add"]
     whole = "".join(json.dumps({"index": i, "text": t}) + "\n" for i, t in enumerate(lessons))
-    (base / "experiences.jsonl").write_text(whole + '{"index": 2, "text": "Problem ty')
-    with pytest.warns(RuntimeWarning, match="experiences.jsonl:3"):
+    (base / "experiences.jsonl").write_text(whole + ('{"index": 2, "text": "Problem ty' * torn))
+    if torn:
+        with pytest.warns(RuntimeWarning, match="experiences.jsonl:3"):
+            built = build_seed_bank(cfg, root=tmp_path, progress=False)
+    else:
         built = build_seed_bank(cfg, root=tmp_path, progress=False)
     payloads = {e.payload for e in open_bank(built.url).entries()}
     assert payloads <= set(lessons) and payloads

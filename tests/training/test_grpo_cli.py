@@ -36,7 +36,7 @@ PROBE = "model.layers.0.self_attn.q_proj.weight"
         (["--format", "qa"], "--format describes --data"),
         (["--planner-model", "vllm:nohash"], "has no '#'"),
         (["--completion", "all"], "invalid choice"),
-        (["--max-failures", "-1"], "negative"),
+        (["--max-failures", "-1"], "must be >= 0"),
     ],
 )
 def test_bad_input_exits_2(seed_bank_url, tmp_path, capsys, extra, message) -> None:
