@@ -167,7 +167,7 @@ def run_mid(
     progress: bool = True,
 ) -> MidReport:
     """Collect ``role`` traces on ``env``'s first ``limit`` tasks, keep, and fine-tune on them."""
-    from genmem.envs.evolution import working_copy
+    from genmem.experiments.evolution import working_copy
     from genmem.memory.location import open_bank
     from genmem.policies.backends import capped_chat_model
 

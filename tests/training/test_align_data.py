@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from genmem.envs.bundled import GSM8K_TRAIN, read_gsm8k
-from genmem.envs.seed_bank import reference_experience
+from genmem.experiments.seed_bank import reference_experience
 from genmem.memory.build import ExperienceRecord, build_bank
 from genmem.memory.sid import SIDSpec
 from genmem.memory.sqlite_store import SQLiteBankStore

@@ -101,7 +101,7 @@ def test_rollout_config_defaults_and_refusals() -> None:
 
 
 def test_grpo_flags_take_their_help_from_the_rollout_config() -> None:
-    from genmem._cli_train import _rollout_help
+    from genmem.cli.train import _rollout_help
     from genmem.training.config import RolloutConfig
 
     for name in ("completion", "max_failures"):

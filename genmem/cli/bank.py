@@ -1,0 +1,300 @@
+"""`genmem bank ...`: build, read, write, export and check SID-keyed banks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from genmem.cli.common import CLIError, emit, iter_jsonl, positive_int
+
+__all__ = ["register"]
+
+_URL_HELP = (
+    "bank URL: sqlite:///relative.db, sqlite:////abs/path.db, postgresql://..., memory://; "
+    "add ?bank=NAME to pick a bank in the store (default: 'default')"
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``genmem bank`` and its sub-commands."""
+    p = sub.add_parser("bank", help="build, read and maintain SID-keyed memory banks")
+    bsub = p.add_subparsers(dest="bank_command", required=True, metavar="BANK_COMMAND")
+
+    b = bsub.add_parser("build", help="quantise seed experiences and write one entry per SID")
+    b.add_argument("--experiences", required=True, help='JSONL of {"text": ..., ...metadata}')
+    b.add_argument("--codebook", required=True, help="codebook directory (genmem codebook fit)")
+    b.add_argument("--bank", required=True, help=_URL_HELP)
+    b.add_argument(
+        "--encoder",
+        default=None,
+        help="encoder to embed the texts (default: the one recorded in the codebook)",
+    )
+    b.add_argument("--json", action="store_true", help="print one JSON object")
+    b.set_defaults(func=_build)
+
+    lk = bsub.add_parser("lookup", help="read entries by SID (exact, else nearest by prefix)")
+    lk.add_argument("--bank", required=True, help=_URL_HELP)
+    lk.add_argument("--sid", action="append", required=True, help="SID to read (repeatable)")
+    lk.add_argument("-k", type=positive_int, default=5, help="most entries per SID (default 5)")
+    lk.add_argument("--min-depth", type=int, default=1, help="shortest shared prefix to return")
+    lk.add_argument("--json", action="store_true", help="print a JSON list of hits")
+    lk.set_defaults(func=_lookup)
+
+    st = bsub.add_parser("stats", help="entry, version and event counts")
+    st.add_argument("--bank", required=True, help=_URL_HELP)
+    st.add_argument("--json", action="store_true", help="print one JSON object")
+    st.set_defaults(func=_stats)
+
+    sh = bsub.add_parser("show", help="list live entries (optionally under a prefix)")
+    sh.add_argument("--bank", required=True, help=_URL_HELP)
+    sh.add_argument("--prefix", default="", help="SID prefix such as <SID_L1_3><SID_L2_0>")
+    sh.add_argument("--limit", type=positive_int, default=20, help="most entries shown")
+    sh.add_argument("--json", action="store_true", help="print a JSON list")
+    sh.set_defaults(func=_show)
+
+    hi = bsub.add_parser("history", help="every version ever stored at an SID")
+    hi.add_argument("--bank", required=True, help=_URL_HELP)
+    hi.add_argument("--sid", required=True, help="the SID")
+    hi.add_argument("--json", action="store_true", help="print a JSON list")
+    hi.set_defaults(func=_history)
+
+    ev = bsub.add_parser("events", help="the append-only operation log")
+    ev.add_argument("--bank", required=True, help=_URL_HELP)
+    ev.add_argument("--after", type=int, default=0, help="only events after this sequence number")
+    ev.add_argument("--limit", type=positive_int, default=None, help="most events shown")
+    ev.add_argument("--json", action="store_true", help="print a JSON list")
+    ev.set_defaults(func=_events)
+
+    ap = bsub.add_parser("apply", help="apply one update: insert or revise a payload")
+    ap.add_argument("--bank", required=True, help=_URL_HELP)
+    ap.add_argument("--op", required=True, choices=["insert", "revise"], help="the operation")
+    ap.add_argument("--sid", required=True, help="target SID")
+    ap.add_argument("--payload", required=True, help="text to store ('' with revise deletes)")
+    ap.add_argument("--expected-version", type=positive_int, default=None, help="revise only")
+    ap.add_argument("--actor", default="cli", help="who is writing (recorded in the log)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.set_defaults(func=_apply)
+
+    ex = bsub.add_parser("export", help="write the whole bank (all versions and the log) as JSONL")
+    ex.add_argument("--bank", required=True, help=_URL_HELP)
+    ex.add_argument("--out", required=True, help="output .jsonl file")
+    ex.set_defaults(func=_export)
+
+    im = bsub.add_parser("import", help="create a bank from an export file")
+    im.add_argument("file", help="a file written by `genmem bank export`")
+    im.add_argument(
+        "--bank",
+        required=True,
+        help=_URL_HELP + "; without ?bank=NAME the exported bank's id is kept",
+    )
+    im.add_argument("--json", action="store_true", help="print the new bank's stats as JSON")
+    im.set_defaults(func=_import)
+
+    sn = bsub.add_parser("snapshot", help="freeze the live entries into a read-only bank")
+    sn.add_argument("--bank", required=True, help=_URL_HELP)
+    sn.add_argument("--name", required=True, help="snapshot name; its id is <bank>@<name>")
+    sn.add_argument("--json", action="store_true", help="print one JSON object")
+    sn.set_defaults(func=_snapshot)
+
+    ck = bsub.add_parser("check", help="verify the bank's integrity (exit 1 on problems)")
+    ck.add_argument("--bank", required=True, help=_URL_HELP)
+    ck.add_argument("--json", action="store_true", help="print one JSON object")
+    ck.set_defaults(func=_check)
+
+    ls = bsub.add_parser("list", help="banks and snapshots in a store")
+    ls.add_argument("--bank", required=True, help="store URL (any ?bank= is ignored)")
+    ls.add_argument("--json", action="store_true", help="print a JSON list")
+    ls.set_defaults(func=_list)
+
+    from genmem.cli import coldstart
+
+    coldstart.register(bsub, _URL_HELP)
+
+
+def _open(url: str):
+    from genmem.memory.location import open_bank
+
+    return open_bank(url)
+
+
+def _build(args: argparse.Namespace) -> int:
+    from genmem.memory.build import ExperienceRecord, build_bank
+    from genmem.memory.encoders import encode_for_codebook
+    from genmem.memory.location import open_store, parse_bank_url
+    from genmem.memory.rqkmeans import Codebooks
+
+    records = []
+    for lineno, obj in iter_jsonl(args.experiences):
+        try:
+            records.append(ExperienceRecord.from_json(obj))
+        except ValueError:
+            raise CLIError(
+                f"{args.experiences}:{lineno}: needs a non-empty string 'text'"
+            ) from None
+    if not records:
+        raise CLIError(f"{args.experiences} holds no experiences")
+    codebooks = Codebooks.load(args.codebook)
+    parsed = parse_bank_url(args.bank)
+    store = open_store(parsed)
+    if store.get_info(parsed.bank_id) is not None:  # refuse other codebooks before any work
+        store.bank(parsed.bank_id).check_codebook(codebooks)
+    embeddings = encode_for_codebook(
+        codebooks, [r.text for r in records], encoder=args.encoder, progress=not args.json
+    )
+    sids = codebooks.sids(embeddings)
+    bank = store.create_bank(
+        parsed.bank_id, spec=codebooks.spec, codebook_hash=codebooks.hash, exist_ok=True
+    )
+    report = build_bank(bank, records, sids, progress=not args.json)
+    out = {**report.model_dump(), "bank": args.bank, "codebook_hash": codebooks.hash}
+    emit(
+        out,
+        as_json=args.json,
+        text=(
+            f"bank {report.bank_id!r} at {args.bank}: {report.records} experiences -> "
+            f"{report.slots} SIDs; inserted {report.inserted}, kept {report.skipped_occupied} "
+            f"existing; {report.merged_slots} entries merge several experiences "
+            f"(max {report.max_records_per_slot}); {report.seconds:.1f} s"
+        ),
+    )
+    return 0
+
+
+def _lookup(args: argparse.Namespace) -> int:
+    bank = _open(args.bank)
+    results = bank.lookup(args.sid, k=args.k, min_depth=args.min_depth)
+    rows = [{"query": r.query, "exact": r.exact, **h.model_dump()} for r in results for h in r.hits]
+    if args.json:
+        emit(rows, as_json=True)
+        return 0
+    for r in results:
+        print(f"{r.query}: " + ("exact" if r.exact else f"{len(r.hits)} nearest"))
+        for h in r.hits:
+            print(f"  {h.sid} depth={h.match_depth} v{h.version}: {_clip(h.payload)}")
+    return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    s = _open(args.bank).stats()
+    emit(
+        s.model_dump(),
+        as_json=args.json,
+        text=(
+            f"bank {s.bank_id!r} ({'read-only ' if s.read_only else ''}spec "
+            f"{'x'.join(map(str, s.sizes))}, codebooks {s.codebook_hash[:12]})\n"
+            f"  entries {s.entries} ({s.leaf_utilization:.2%} of {s.capacity} addresses), "
+            f"versions {s.versions}, tombstones {s.tombstones}, events {s.events}\n"
+            f"  occupied prefixes per depth {s.occupied_prefixes}\n"
+            f"  outcomes {s.outcomes}"
+        ),
+    )
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    entries = _open(args.bank).entries(args.prefix)[: args.limit]
+    if args.json:
+        emit([e.model_dump() for e in entries], as_json=True)
+    for e in [] if args.json else entries:
+        print(f"{e.sid} v{e.version}: {_clip(e.payload)}")
+    return 0
+
+
+def _history(args: argparse.Namespace) -> int:
+    versions = _open(args.bank).history(args.sid)
+    if args.json:
+        emit([v.model_dump() for v in versions], as_json=True)
+    for v in [] if args.json else versions:
+        print(f"v{v.version} {'(deleted) ' if v.deleted else ''}by {v.actor}: {_clip(v.payload)}")
+    return 0
+
+
+def _events(args: argparse.Namespace) -> int:
+    events = _open(args.bank).events(args.after, args.limit)
+    if args.json:
+        emit([e.model_dump() for e in events], as_json=True)
+    for e in [] if args.json else events:
+        print(
+            f"#{e.seq} {e.op:<6} {e.outcome:<8} {e.sid} "
+            f"v{e.version_before}->v{e.version_after} by {e.actor}"
+        )
+    return 0
+
+
+def _apply(args: argparse.Namespace) -> int:
+    bank = _open(args.bank)
+    update: dict[str, Any] = {"op": args.op, "sid": args.sid, "payload": args.payload}
+    if args.expected_version is not None:
+        update["expected_version"] = args.expected_version
+    r = bank.apply(update, actor=args.actor)
+    emit(r.model_dump(), as_json=args.json, text=f"{r.outcome} {r.sid} -> v{r.version_after}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    bank = _open(args.bank)
+    out = Path(args.out)
+    if out.parent and not out.parent.exists():
+        raise CLIError(f"output folder {str(out.parent)!r} does not exist")
+    n = bank.export_jsonl(out)
+    print(f"wrote {n} lines to {out}", file=sys.stderr)
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from genmem.errors import InvalidUpdate
+    from genmem.memory.bank import import_bank
+    from genmem.memory.location import open_store, parse_bank_url
+
+    if not Path(args.file).is_file():
+        raise CLIError(f"export file {args.file!r} does not exist")
+    parsed = parse_bank_url(args.bank)
+    named = "bank=" in args.bank.partition("?")[2]
+    try:
+        bank = import_bank(open_store(parsed), args.file, bank_id=parsed.bank_id if named else None)
+    except InvalidUpdate as exc:  # a bad file or target id is bad input; nothing was written
+        raise CLIError(f"cannot import {args.file}: {exc}") from None
+    s = bank.stats()
+    emit(
+        s.model_dump(),
+        as_json=args.json,
+        text=f"imported bank {s.bank_id!r}: {s.entries} entries, {s.versions} versions",
+    )
+    return 0
+
+
+def _snapshot(args: argparse.Namespace) -> int:
+    snap = _open(args.bank).snapshot(args.name)
+    emit(snap.info.model_dump(), as_json=args.json, text=f"snapshot {snap.bank_id!r} taken")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    bank = _open(args.bank)
+    problems = bank.check(raise_on_error=False)
+    emit(
+        {"bank_id": bank.bank_id, "ok": not problems, "problems": problems},
+        as_json=args.json,
+        text="ok" if not problems else "\n".join(problems),
+    )
+    return 1 if problems else 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from genmem.memory.location import open_store
+
+    infos = open_store(args.bank).list_banks()
+    if args.json:
+        emit([json.loads(i.model_dump_json()) for i in infos], as_json=True)
+    for i in [] if args.json else infos:
+        kind = f"snapshot of {i.parent!r}" if i.read_only else "bank"
+        print(f"{i.bank_id}: {kind}, spec {'x'.join(map(str, i.sizes))}")
+    return 0
+
+
+def _clip(text: str, n: int = 100) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= n else one[: n - 3] + "..."

@@ -1,0 +1,219 @@
+"""`genmem eval`: benchmark methods through the graph, or score addressing on reference SIDs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from genmem.cli.common import CLIError, add_budget_arguments, emit, positive_int
+from genmem.cli.tasks import add_env_options, environment, first_error
+
+__all__ = ["register"]
+
+_DEFAULT_BANK_SIZE = 2000
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``genmem eval``."""
+    from genmem.envs.benches import BENCHES
+
+    benches = "; ".join(f"{k}: {v}" for k, v in BENCHES.items())
+    p = sub.add_parser(
+        "eval",
+        help="evaluate none/tfidf/dense/sid through the same graph on a benchmark",
+        description=(
+            "Every method runs through the same genmem graph with the same model and budgets; "
+            "only how support is chosen differs (none: no memory; tfidf/dense: the top payloads "
+            "by similarity; sid: SID generation + lookup), with the same candidate budget and "
+            "reranker. Writes records.jsonl (resumable), summary.md, summary.json and "
+            "summary.png into --out: each mean over all tasks (an errored run counts as a "
+            "failure) with a 95% bootstrap interval, and each memory method minus none task by "
+            "task. With --pairs, scores addressing alone: Candidate Hit, Hit@1/5 and per-level "
+            f"prefix hits, with intervals. Benches: {benches}."
+        ),
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--bench", choices=tuple(BENCHES), help="a named benchmark")
+    src.add_argument("--data", help="a task file (JSONL, or CSV for GPQA)")
+    src.add_argument(
+        "--pairs", help='retrieval only: JSONL of {"query", "reference_sid"} (needs --bank)'
+    )
+    add_env_options(p)
+    p.add_argument(
+        "--methods", default="none,tfidf,dense,sid", help="comma-separated (none,tfidf,dense,sid)"
+    )
+    p.add_argument("--limit", type=positive_int, help="first N tasks")
+    p.add_argument("--model", default="local", help="model spec for every role (default local)")
+    p.add_argument(
+        "--bank",
+        help="bank URL the memory methods read (default: the GSM8K seed bank of reference "
+        "digests, built once and cached)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=("read_only", "evolve"),
+        default="read_only",
+        help="read_only (default): memory methods never write; evolve: each method writes to "
+        "its own copy of the bank",
+    )
+    p.add_argument(
+        "--candidates",
+        type=positive_int,
+        help="candidate budget per method (default 8; 50 with --pairs, as the paper)",
+    )
+    p.add_argument("--no-rerank", action="store_true", help="use candidates in their own order")
+    p.add_argument("--memory-k", type=positive_int, default=5, help="entries a lookup returns (5)")
+    add_budget_arguments(p)
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--json", action="store_true", help="print one JSON summary object")
+    p.set_defaults(func=_eval)
+
+
+def _methods(args: argparse.Namespace) -> list[str]:
+    from genmem.experiments.methods import check_methods
+
+    try:
+        return check_methods(args.methods)
+    except ValueError as exc:
+        raise CLIError(f"--methods: {exc}") from None
+
+
+def _bank_url(args: argparse.Namespace, out: Path, *, progress: bool) -> str:
+    """The bank to evaluate with: --bank, or a copy of the cached seed bank in ``out``."""
+    from genmem.memory.location import open_bank
+
+    if args.bank:
+        open_bank(args.bank)  # fails early, with a clear error, on a bad URL or bank
+        return str(args.bank)
+    from genmem.experiments.seed_bank import SeedBankConfig, build_seed_bank, copy_bank_file
+
+    seed = build_seed_bank(
+        SeedBankConfig(distill="reference", size=_DEFAULT_BANK_SIZE), progress=progress
+    )
+    target = out / "bank.db"
+    if not target.exists():
+        copy_bank_file(Path(seed.dir) / "seed.db", target)
+    return f"sqlite:///{target.resolve()}?bank={seed.bank_id}"
+
+
+def _eval(args: argparse.Namespace) -> int:
+    methods = _methods(args)
+    out = Path(args.out)
+    if args.pairs:
+        return _eval_retrieval(args, methods, out)
+    from genmem.experiments.evaluate import EvalSettings, evaluate, summary_markdown
+    from genmem.experiments.plots import plot_eval_summary
+
+    env = environment(args)
+    out.mkdir(parents=True, exist_ok=True)
+    memory = any(m != "none" for m in methods)
+    bank_url = _bank_url(args, out, progress=not args.json) if memory else None
+    try:
+        settings = EvalSettings(
+            methods=methods,  # type: ignore[arg-type]
+            limit=args.limit,
+            model=args.model,
+            bank_url=bank_url,
+            mode=args.mode,
+            candidates=args.candidates or 8,
+            allowed=args.allowed,
+            rerank=not args.no_rerank,
+            memory_k=args.memory_k,
+            max_steps=args.max_steps,
+            max_new_tokens=args.max_new_tokens,
+        )
+    except ValueError as exc:
+        raise CLIError(first_error(exc)) from None
+    started = time.perf_counter()
+    report = evaluate(env, settings, out=out, progress=not args.json)
+    plot_eval_summary(report, env.metric_names, out / "summary.png")
+    result = report.model_dump() | {
+        "wall_seconds": round(time.perf_counter() - started, 1),
+        "files": {k: str(out / k) for k in ("summary.md", "summary.json", "summary.png")},
+    }
+    text = summary_markdown(report, env.metric_names) + f"\nrecords: {report.records}\n"
+    emit(result, as_json=args.json, text=text)
+    return 0
+
+
+def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> int:
+    """Candidate Hit, Hit@1/5 and prefix hits of each addressing method on reference SIDs."""
+    from genmem.cli.sid import sid_generator_for
+    from genmem.experiments.methods import cached_payload_encoder
+    from genmem.experiments.plots import plot_prefix_hits
+    from genmem.experiments.retrieval_eval import (
+        baseline_ranker,
+        evaluate_retrieval,
+        load_pairs,
+        reranker_fn,
+        sid_ranker,
+    )
+    from genmem.experiments.stats import DEFAULT_INTERVALS
+    from genmem.memory.location import open_bank
+    from genmem.policies.baselines import DenseRetriever, TfidfRetriever
+    from genmem.policies.rerank import RerankConfig, Reranker
+
+    if not args.bank:
+        raise CLIError("--pairs needs --bank: the bank whose SIDs the pairs reference")
+    if "none" in methods:
+        raise CLIError("--pairs scores addressing; 'none' has no addresses (use tfidf,dense,sid)")
+    bank = open_bank(args.bank)
+    pairs_path = Path(args.pairs)
+    if not pairs_path.is_file():
+        raise CLIError(f"--pairs {args.pairs!r} does not exist")
+    try:
+        pairs = load_pairs(pairs_path, spec=bank.spec)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    pairs = pairs[: args.limit] if args.limit else pairs
+    k = args.candidates or 50
+    rerank = None if args.no_rerank else reranker_fn(Reranker(bank, RerankConfig()))
+    reports = {}
+    for method in methods:
+        if method == "sid":
+            rank = sid_ranker(sid_generator_for(args.model, bank, allowed=args.allowed))
+        elif method == "tfidf":
+            rank = baseline_ranker(TfidfRetriever.from_bank(bank))
+        else:
+            rank = baseline_ranker(DenseRetriever.from_bank(bank, encoder=cached_payload_encoder()))
+        started = time.perf_counter()
+        report = evaluate_retrieval(
+            pairs, rank, k, rerank=rerank, spec=bank.spec, progress=not args.json
+        )
+        reports[method] = {
+            "rates": report.model_dump(exclude={"per_query"}),
+            "intervals": report.intervals(DEFAULT_INTERVALS).model_dump(exclude={"settings"}),
+            "seconds_per_query": round((time.perf_counter() - started) / len(pairs), 4),
+        }
+    out.mkdir(parents=True, exist_ok=True)
+    result = {"pairs": str(pairs_path), "n": len(pairs), "k": k, "bank": args.bank}
+    result |= {"reranked": rerank is not None, "methods": reports}
+    result["intervals"] = DEFAULT_INTERVALS.model_dump()
+    (out / "retrieval.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    plot_prefix_hits(reports, bank.spec.levels, out / "retrieval.png")
+    emit(result, as_json=args.json, text=_retrieval_table(result))
+    return 0
+
+
+def _retrieval_table(result: dict[str, Any]) -> str:
+    from genmem.experiments.stats import IntervalSettings, describe, format_interval
+
+    head = ["method", "cand. hit", "hit@1", "hit@5", "prefix@1 per level", "s/query"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for method, row in result["methods"].items():
+        r, ci = row["rates"], row["intervals"]
+        prefix = " / ".join(
+            format_interval(v, c) for v, c in zip(r["prefix_at_1"], ci["prefix_at_1"], strict=True)
+        )
+        cells = [format_interval(r[k], ci[k]) for k in ("candidate_hit", "hit_at_1", "hit_at_5")]
+        lines.append(
+            f"| {method} | " + " | ".join(cells) + f" | {prefix} | {row['seconds_per_query']} |"
+        )
+    settings = describe(IntervalSettings.model_validate(result["intervals"]))
+    return (
+        "\n".join(lines)
+        + f"\n\n{result['n']} pairs, {result['k']} candidates, rates in %. {settings}"
+    )

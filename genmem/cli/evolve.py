@@ -1,0 +1,144 @@
+"""`genmem evolve`: online self-evolution with read-only probes after every stream block."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from genmem.cli.common import CLIError, add_budget_arguments, emit, positive_int
+from genmem.cli.tasks import add_dataset_arguments, environment, first_error
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``genmem evolve``."""
+    from genmem.experiments.evolution import EVOLVE_METHODS
+
+    p = sub.add_parser(
+        "evolve",
+        help="online self-evolution: stream blocks, read-only probes, snapshots and plots",
+        description=(
+            "Weights and codebooks stay frozen. A held-out stream runs in fixed order through "
+            "the closed loop (retrieve, execute, score, evolve) on a copy of --bank; after each "
+            "block the bank is snapshotted and a fixed probe set, disjoint from the stream, is "
+            "run read-only by each method on that snapshot (sid: SID generation; greedy: one "
+            "candidate; frozen: the bank before any write; tfidf/dense: indexes rebuilt from "
+            "the current payloads; none: no memory). --out gets stream.jsonl and probes.jsonl "
+            "(resumable), snapshots/, logs/, summary.json/md and the plots. Every probe mean "
+            "counts an errored run as a failure and carries a 95% bootstrap interval over probe "
+            "tasks; sid minus frozen is paired by task at each checkpoint. --seeds N repeats "
+            "the run per decoding seed (a sampling model: --temperature > 0) into seed<s>/ and "
+            "pools the probes by task."
+        ),
+    )
+    p.add_argument("--bank", required=True, help="the starting bank (never written; copied)")
+    add_dataset_arguments(p, default_split="test")
+    p.add_argument("--blocks", type=positive_int, required=True, help="stream blocks, B")
+    p.add_argument("--block-size", type=positive_int, required=True, help="queries per block, S")
+    p.add_argument("--probe-size", type=positive_int, required=True, help="probe queries, P")
+    p.add_argument(
+        "--methods",
+        default="sid,frozen,tfidf,dense",
+        help=f"probe methods, comma-separated, from {','.join(EVOLVE_METHODS)} "
+        "(default sid,frozen,tfidf,dense)",
+    )
+    p.add_argument("--model", default="local", help="model spec for every role (default local)")
+    p.add_argument("--candidates", type=positive_int, default=8, help="candidate budget (8)")
+    p.add_argument("--no-rerank", action="store_true", help="use candidates in their own order")
+    p.add_argument("--memory-k", type=positive_int, default=5, help="entries a lookup returns (5)")
+    p.add_argument(
+        "--temperature",
+        type=_temperature,
+        help="sampling temperature of every role (default: the model's own; local is greedy)",
+    )
+    p.add_argument(
+        "--seeds",
+        type=positive_int,
+        default=1,
+        help="repeat the run over N decoding seeds and pool the probes by task (sampling "
+        "models only: a greedy model runs once, as every seed would decode the same)",
+    )
+    p.add_argument(
+        "--rerun-controls",
+        action="store_true",
+        help="run the frozen and none controls at every checkpoint even with a greedy model "
+        "(by default their t0 runs are reused: same graph, task and snapshot)",
+    )
+    add_budget_arguments(p)
+    p.add_argument("--out", required=True, help="output folder (rerun it to resume)")
+    p.add_argument("--json", action="store_true", help="print one JSON summary object")
+    p.set_defaults(func=_evolve)
+
+
+def _temperature(value: str) -> float:
+    """argparse type: a sampling temperature, a number >= 0."""
+    try:
+        t = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not t >= 0:
+        raise argparse.ArgumentTypeError(f"{value!r} must be >= 0 (0 decodes greedily)")
+    return t
+
+
+def _reference_sids(args: argparse.Namespace, env: Any) -> dict[str, str]:
+    """Task id -> ``reference_sid`` from the lines of --data that carry one."""
+    if not args.data:
+        return {}
+    from genmem.envs.bundled import read_jsonl
+
+    by_query: dict[str, str] = {}
+    if Path(args.data).suffix == ".jsonl":
+        for _, row in read_jsonl(args.data):
+            text = row.get("question") or row.get("query") or row.get("problem")
+            if isinstance(text, str) and isinstance(row.get("reference_sid"), str):
+                by_query[text.strip()] = row["reference_sid"]
+    if not by_query:
+        return {}
+    return {t.id: by_query[t.query.strip()] for t in env.tasks() if t.query.strip() in by_query}
+
+
+def _evolve(args: argparse.Namespace) -> int:
+    from genmem.experiments.evolution import EvolveConfig, run_evolution
+    from genmem.memory.location import open_bank
+
+    try:
+        config = EvolveConfig(
+            blocks=args.blocks,
+            block_size=args.block_size,
+            probe_size=args.probe_size,
+            methods=args.methods,
+            model=args.model,
+            candidates=args.candidates,
+            rerank=not args.no_rerank,
+            allowed=args.allowed,
+            memory_k=args.memory_k,
+            max_steps=args.max_steps,
+            max_new_tokens=args.max_new_tokens,
+            seed=max(args.seed, 0),
+            temperature=args.temperature,
+            seeds=args.seeds,
+            rerun_controls=args.rerun_controls,
+        )
+    except ValueError as exc:
+        raise CLIError(f"--methods: {first_error(exc)}") from None
+    if config.rerank and config.candidates < 2 and "sid" in config.methods:
+        raise CLIError("reranking needs --candidates >= 2 (or pass --no-rerank)")
+    open_bank(args.bank)  # a bad URL or a missing bank fails before any work
+    env = environment(args)
+    try:
+        summary = run_evolution(
+            env,
+            config,
+            bank_url=args.bank,
+            out=Path(args.out),
+            reference_sids=_reference_sids(args, env),
+            progress=not args.json,
+        )
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    text = (Path(args.out) / "summary.md").read_text(encoding="utf-8")
+    emit(summary.model_dump(), as_json=args.json, text=text + f"\n{summary.seconds:.0f} s\n")
+    return 0

@@ -1,0 +1,51 @@
+"""The ``genmem`` parser and entry point: one sub-command group per module of this package."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from genmem import __version__
+from genmem.cli.common import CLIError, fail
+from genmem.errors import GenMemError
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (every sub-command has ``--help``)."""
+    from genmem.cli import bank, codebook, demo, eval, evolve, run, sid, train
+
+    parser = argparse.ArgumentParser(
+        prog="genmem",
+        description="Generative symbolic experience memory for LangGraph agents.",
+    )
+    parser.add_argument("--version", action="version", version=f"genmem {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo.register(sub)
+    run.register(sub)
+    codebook.register(sub)
+    bank.register(sub)
+    sid.register(sub)
+    eval.register(sub)
+    evolve.register(sub)
+    train.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit code (2 usage, 1 error, 0 success)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded at run time
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except CLIError as exc:
+        return fail(str(exc), 2)
+    except GenMemError as exc:
+        return fail(str(exc), 1)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+        return fail(str(exc), 1)
+    except KeyboardInterrupt:
+        return fail("interrupted", 130)

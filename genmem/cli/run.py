@@ -1,0 +1,214 @@
+"""`genmem run`: the closed loop (retrieve -> StackPlanner -> evolve) over a query stream."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from genmem.cli.common import CLIError, add_budget_arguments, emit, positive_int
+
+__all__ = ["DATASETS", "add_loop_arguments", "build_loop_app", "register", "scorer_for"]
+
+DATASETS = ("gsm8k-test", "gsm8k-train")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``genmem run``."""
+    p = sub.add_parser(
+        "run",
+        help="run the closed loop over a query stream, one JSON line per query",
+        description=(
+            "Each query goes through the genmem graph: MemRetriever generates an SID and looks "
+            "it up, StackPlanner solves the task with that support, MemEvolver writes one update "
+            "(mode evolve) before the next query. Writes results.jsonl (query, SID, retrieved, "
+            "support, answer, score, trajectory, update) and summary.json into --out; a rerun "
+            "into the same folder continues after the last recorded query."
+        ),
+    )
+    p.add_argument("--bank", required=True, help="bank URL, e.g. sqlite:///bank.db?bank=gsm8k")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument(
+        "--data",
+        help="JSONL of {query|question, reference|answer(s), id, outcome}: the reference only "
+        "scores answers; an optional outcome is your own verdict, which MemEvolver may see",
+    )
+    src.add_argument("--dataset", choices=DATASETS, help="a bundled dataset")
+    p.add_argument("--limit", type=positive_int, help="first N queries only")
+    p.add_argument("--out", required=True, help="output folder")
+    add_loop_arguments(p)
+    p.add_argument("--json", action="store_true", help="print one JSON summary object")
+    p.set_defaults(func=_run)
+
+
+def add_loop_arguments(p: argparse.ArgumentParser) -> None:
+    """Options shared by ``run`` and ``demo``: mode, model, budgets, addressing, scoring."""
+    p.add_argument(
+        "--mode",
+        choices=("evolve", "read_only", "no_memory"),
+        default="evolve",
+        help="evolve (default): write updates; read_only: never write; no_memory: baseline",
+    )
+    p.add_argument("--model", default="local", help="model spec for every role (default local)")
+    add_budget_arguments(p)
+    p.add_argument("--beam", type=positive_int, default=1, help="SID candidates (1 = greedy)")
+    p.add_argument(
+        "--scorer",
+        choices=("auto", "gsm8k", "exact", "none"),
+        default="auto",
+        help="how answers are scored against references (auto: numeric for numbers)",
+    )
+
+
+def scorer_for(name: str, references: list[Any]) -> Any:
+    """The scoring function for ``name`` (``auto`` picks numeric when references are numbers)."""
+    from genmem.envs.gsm8k import extract_number, score_gsm8k
+
+    if name == "none":
+        return None
+    if name == "auto":
+        refs = [r for r in references if r is not None]
+        if not refs:
+            return None
+        numeric = all(extract_number(str(r)) == str(r).replace(",", "").strip() for r in refs)
+        name = "gsm8k" if numeric else "exact"
+    if name == "gsm8k":
+        return score_gsm8k
+
+    def exact(answer: str | None, reference: Any) -> float:
+        options = reference if isinstance(reference, list) else [reference]
+        said = " ".join((answer or "").lower().split())
+        return float(any(said == " ".join(str(o).lower().split()) for o in options))
+
+    return exact
+
+
+def build_loop_app(args: argparse.Namespace, scorer: Any) -> Any:
+    """The compiled closed-loop graph for these options."""
+    from genmem.graph.loop import build_genmem_graph
+    from genmem.graph.retriever import RetrieverConfig
+    from genmem.graph.stack import StackBudget
+    from genmem.graph.stackplanner import StackPlannerConfig
+    from genmem.policies.backends import capped_chat_model
+
+    try:
+        retriever = RetrieverConfig(beam=args.beam, rerank=args.beam > 1, allowed=args.allowed)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    planner = StackPlannerConfig(budget=StackBudget(max_steps=args.max_steps))
+    graph = build_genmem_graph(
+        capped_chat_model(args.model, args.max_new_tokens),
+        retriever_config=retriever,
+        planner_config=planner,
+        scorer=scorer,
+    )
+    return graph.compile(name="genmem")
+
+
+def _queries(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from genmem.envs.bundled import GSM8K_TRAIN
+    from genmem.envs.gsm8k import GSM8K_TEST, gsm8k_queries
+    from genmem.experiments.runner import load_queries
+
+    if args.dataset:
+        path = GSM8K_TEST if args.dataset == "gsm8k-test" else GSM8K_TRAIN
+        return gsm8k_queries(path, limit=args.limit)
+    path = Path(args.data)
+    if not path.is_file():
+        raise CLIError(f"--data {args.data!r} does not exist")
+    try:
+        rows = load_queries(path, limit=args.limit)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    if not rows:
+        raise CLIError(f"--data {args.data!r} holds no queries")
+    return rows
+
+
+def _run(args: argparse.Namespace) -> int:
+    from genmem.experiments.runner import run_stream, summarize
+    from genmem.memory.location import open_bank
+
+    queries = _queries(args)
+    bank = open_bank(args.bank)  # fails early, with a clear error, on a bad URL or bank
+    if args.mode == "evolve" and bank.read_only:
+        raise CLIError(f"bank {bank.bank_id!r} is read-only; use --mode read_only or another bank")
+    before = bank.stats()
+    scorer = scorer_for(args.scorer, [q.get("reference") for q in queries])
+    app = build_loop_app(args, scorer)
+    out = Path(args.out)
+    started = time.perf_counter()
+    records = run_stream(
+        app,
+        queries,
+        context={"bank_url": args.bank},
+        mode=args.mode,
+        out=out,
+        progress=not args.json,
+    )
+    settings = {
+        "bank": args.bank,
+        "source": args.dataset or args.data,
+        "mode": args.mode,
+        "model": args.model,
+        "max_steps": args.max_steps,
+        "max_new_tokens": args.max_new_tokens,
+        "allowed": args.allowed,
+        "beam": args.beam,
+        "scorer": args.scorer,
+        "wall_seconds": round(time.perf_counter() - started, 1),
+        "bank_events_before": before.events,
+        "bank_events_after": open_bank(args.bank).stats().events,
+    }
+    summary = summarize(records, settings, scoring=scorer is not None)
+    (out / "summary.json").write_text(summary.model_dump_json(indent=2))
+    emit(summary.model_dump(), as_json=args.json, text=render_table(records, summary))
+    return 0
+
+
+def render_table(records: list[Any], summary: Any) -> str:
+    """A plain-text table: question, SID used, answer, correct?, memory operation."""
+    rows = [("#", "question", "SID used", "answer", "correct", "memory op")]
+    for i, r in enumerate(records, 1):
+        correct = "-" if r.score is None else ("yes" if r.score >= 1 else "no")
+        if r.error:
+            correct = "error"
+        rows.append(
+            (
+                str(i),
+                _clip(r.query, 48),
+                _short_sid(r.sid),
+                _clip(r.answer or "", 14),
+                correct,
+                r.memory_op(),
+            )
+        )
+    widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    acc = "n/a"
+    if summary.accuracy is not None:
+        lo, hi = summary.accuracy_ci or (summary.accuracy, summary.accuracy)
+        acc = f"{summary.accuracy:.0%} [{lo:.0%}, {hi:.0%}] of {summary.scored}"
+        if any(r.error and r.reference is not None for r in records):
+            acc += " (errored runs count as wrong)"
+    ops = ", ".join(f"{k} {v}" for k, v in sorted(summary.operations.items())) or "none"
+    lines += [
+        "",
+        f"answered {summary.answered}/{summary.queries}, correct {acc}, memory ops: {ops}, "
+        f"{summary.mean_seconds:.0f} s per query",
+    ]
+    return "\n".join(lines)
+
+
+def _clip(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _short_sid(sid: str | None) -> str:
+    if not sid:
+        return "-"
+    return "(" + ",".join(re.findall(r"_(\d+)>", sid)) + ")"

@@ -1,0 +1,169 @@
+"""`genmem sid ...`: generate SID candidates for a query, and time SID decoding."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from genmem.cli.common import CLIError, emit, positive_int
+
+__all__ = ["register", "sid_generator_for"]
+
+_MODEL_HELP = (
+    "addressing policy: 'local' (embedded SmolLM2, default), 'local:DIR' or DIR (a policy "
+    "directory), 'vllm:<base_url>#<model>' (a vLLM server; needs --tokenizer), or 'quantizer' "
+    "(the discriminative baseline: encode + quantise; needs --codebook)"
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``genmem sid`` and its sub-commands."""
+    p = sub.add_parser("sid", help="generate SIDs for a query with a policy; time decoding")
+    ssub = p.add_subparsers(dest="sid_command", required=True, metavar="SID_COMMAND")
+
+    g = ssub.add_parser("generate", help="ranked, distinct SID candidates for a query")
+    g.add_argument("--bank", required=True, help="bank URL (sqlite:///..., postgresql://...)")
+    g.add_argument("--query", required=True, help="the context to address (a task, a trajectory)")
+    g.add_argument("--model", default="local", help=_MODEL_HELP)
+    g.add_argument(
+        "--beam",
+        type=positive_int,
+        default=None,
+        help="candidates (1 = greedy; default 1, or 50 with --rerank); at most 50",
+    )
+    g.add_argument(
+        "--allowed",
+        choices=["all", "occupied", "prefix"],
+        default="all",
+        help="all SIDs of the spec, only occupied leaves, or leaves under occupied parents",
+    )
+    g.add_argument(
+        "--rerank", action="store_true", help="look the candidates up and keep the 5 best payloads"
+    )
+    g.add_argument("--top-n", type=positive_int, default=5, help="entries kept by --rerank")
+    g.add_argument("--codebook", default=None, help="codebook directory (for --model quantizer)")
+    g.add_argument(
+        "--tokenizer",
+        default=None,
+        help="policy directory whose chat template a "
+        "vLLM server's prompts use (for --model vllm:...)",
+    )
+    g.add_argument("--json", action="store_true", help='print a JSON list of {"sid", "score"}')
+    g.set_defaults(func=_generate)
+
+    b = ssub.add_parser("bench", help="latency of greedy and beam decoding on the local model")
+    b.add_argument("--model", default="local", help="'local' or a policy directory")
+    b.add_argument(
+        "--contexts", type=positive_int, default=10, help="GSM8K questions timed per setting"
+    )
+    b.add_argument("--beams", default="1,5,10,20", help="comma-separated beam widths")
+    b.add_argument("--json", action="store_true", help="print one JSON object")
+    b.set_defaults(func=_bench)
+
+
+def _generator(args: argparse.Namespace, bank: Any) -> Any:
+    """The SID generator the --model option names."""
+    return sid_generator_for(
+        args.model, bank, allowed=args.allowed, codebook=args.codebook, tokenizer=args.tokenizer
+    )
+
+
+def sid_generator_for(
+    model: str,
+    bank: Any,
+    *,
+    allowed: str = "all",
+    codebook: str | None = None,
+    tokenizer: str | None = None,
+) -> Any:
+    """The SID generator a ``--model`` spec names (local, local:DIR, vllm:..., quantizer)."""
+    from genmem.policies.types import SIDGenerator
+
+    if model == "quantizer":
+        if not codebook:
+            raise CLIError("--model quantizer needs --codebook DIR (the bank's codebooks)")
+        from genmem.memory.rqkmeans import Codebooks
+        from genmem.policies.quantizer import QuantizerAddresser
+
+        codebooks = Codebooks.load(codebook)
+        bank.check_codebook(codebooks)
+        return QuantizerAddresser(codebooks, bank=bank, allowed=allowed)
+    if model.startswith("vllm:"):
+        if allowed != "all":
+            raise CLIError("--allowed occupied/prefix needs a local policy; vLLM decodes 'all'")
+        if not tokenizer:
+            raise CLIError("--model vllm:... needs --tokenizer DIR for the chat template")
+        from transformers import AutoTokenizer
+
+        from genmem.policies.sid_decoding import address_prompt
+        from genmem.policies.vllm_sid import VLLMServerSIDGenerator
+
+        tok = AutoTokenizer.from_pretrained(tokenizer)
+        return VLLMServerSIDGenerator.from_spec(
+            model, spec=bank.spec, prompt_builder=lambda text: address_prompt(tok, text)
+        )
+    from genmem.policies.sid_decoding import SIDDecodingConfig, TransformersSIDGenerator
+
+    path = None if model in ("local", "default") else model.removeprefix("local:")
+    gen: SIDGenerator = TransformersSIDGenerator.load(
+        path,
+        bank=bank,
+        config=SIDDecodingConfig(allowed=allowed),  # type: ignore[arg-type]
+    )
+    return gen
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from genmem.memory.location import open_bank
+
+    beam = args.beam or (50 if args.rerank else 1)
+    if beam > 50:
+        raise CLIError(f"--beam {beam}: at most 50 candidates")
+    if not args.query.strip():
+        raise CLIError("--query is empty")
+    bank = open_bank(args.bank)
+    gen = _generator(args, bank)
+    candidates = gen.generate(args.query, k=beam)
+    if not args.rerank:
+        rows = [{"sid": c.sid, "score": c.score} for c in candidates]
+        text = "\n".join(f"{r['score']:10.4f}  {r['sid']}" for r in rows) or "(no candidates)"
+        emit(rows, as_json=args.json, text=text)
+        return 0
+    from genmem.policies.rerank import RerankConfig, Reranker
+
+    ranked = Reranker(bank, RerankConfig(top_n=args.top_n)).rerank(args.query, candidates)
+    rows = [
+        {"sid": r.sid, "score": r.score, "candidate_rank": r.candidate_rank, "payload": r.payload}
+        for r in ranked
+    ]
+    lines = [
+        f"{r['score']:7.4f}  {r['sid']}  (candidate #{r['candidate_rank']})\n"
+        f"         {r['payload'][:160]}"
+        for r in rows
+    ]
+    emit(
+        rows,
+        as_json=args.json,
+        text="\n".join(lines) or f"(none of the {len(candidates)} candidates is occupied)",
+    )
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from genmem.policies.decode_bench import run_decode_bench
+
+    try:
+        beams = [int(b) for b in args.beams.split(",") if b.strip()]
+    except ValueError:
+        raise CLIError(f"--beams {args.beams!r} must be comma-separated integers") from None
+    if not beams or any(not 1 <= b <= 50 for b in beams):
+        raise CLIError(f"--beams {args.beams!r}: each width must be 1 to 50")
+    from genmem.envs.bundled import read_gsm8k
+
+    contexts = [r["question"] for r in read_gsm8k(limit=args.contexts)]
+    path = None if args.model in ("local", "default") else args.model.removeprefix("local:")
+    report = run_decode_bench(path, contexts, beams=beams, progress=not args.json)
+    emit(report.model_dump(), as_json=args.json, text=report.table())
+    sys.stdout.flush()
+    return 0

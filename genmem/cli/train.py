@@ -1,0 +1,344 @@
+"""`genmem train ...`: the training stages; each writes a policy directory into --out."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from genmem.cli.common import CLIError, emit, fail, nonnegative_int, positive_int
+from genmem.cli.tasks import first_error
+
+__all__ = ["register"]
+
+_CONFIG_HELP = (
+    "cpu (tiny run on the embedded model, default), a100x8 (the paper's table: bf16, DeepSpeed "
+    "ZeRO-3, vLLM; launch with accelerate), or a JSON/YAML file of preset fields over 'base'"
+)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bank", required=True, help="bank URL (sqlite:///...?bank=ID, ...)")
+    p.add_argument("--config", default="cpu", help=_CONFIG_HELP)
+    p.add_argument("--max-steps", type=positive_int, help="optimiser steps (default: preset)")
+    p.add_argument(
+        "--model", default="local", help="starting policy: local (embedded) or local:DIR / DIR"
+    )
+    p.add_argument("--out", required=True, help="folder for the policy directory and reports")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``genmem train`` and its stages."""
+    p = sub.add_parser("train", help="train the memory policies: align and mid (SFT), grpo (RL)")
+    tsub = p.add_subparsers(dest="train_command", required=True, metavar="STAGE")
+    a = tsub.add_parser(
+        "align",
+        help="stage 1: SFT on query/trajectory/experience -> SID and SID -> experience/description",
+        description=(
+            "Builds the five alignment mappings from --bank (entries, and the queries and "
+            "trajectories their metadata records), adds the SID tokens to the policy, measures "
+            "prefix accuracy at top-1/5/50 on held-out and trained queries, trains with TRL's "
+            "SFTTrainer (completion-only loss, AdamW, cosine), measures again and writes the "
+            "policy to --out, where --model local:OUT loads it. Also writes report.json, "
+            "heldout_pairs.jsonl and alignment.png."
+        ),
+    )
+    _common(a)
+    a.add_argument(
+        "--weights",
+        help="lambda per mapping, e.g. query_sid=2,sid_description=0.5 (default: all 1)",
+    )
+    a.add_argument("--eval-size", type=positive_int, default=32, help="queries scored (32)")
+    a.add_argument(
+        "--max-context-tokens",
+        type=positive_int,
+        default=512,
+        help="forward contexts keep their last N tokens (512)",
+    )
+    a.add_argument(
+        "--max-target-chars", type=positive_int, default=1200, help="reverse-target cap (1200)"
+    )
+    a.add_argument(
+        "--describer",
+        metavar="SPEC",
+        help="chat model (any backend spec) that writes the SID -> description targets "
+        "(default: each record's problem type, else its first sentence)",
+    )
+    a.set_defaults(func=_align)
+    _register_mid(tsub)
+    _register_grpo(tsub)
+
+
+def _weights(text: str | None) -> dict[str, float] | None:
+    from genmem.training.align_data import MAPPINGS
+
+    if not text:
+        return None
+    out: dict[str, float] = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep or name not in MAPPINGS:
+            raise CLIError(
+                f"--weights {text!r}: use NAME=VALUE pairs with NAME one of {', '.join(MAPPINGS)}"
+            )
+        try:
+            out[name] = float(value)
+        except ValueError:
+            raise CLIError(f"--weights: {value!r} for {name} is not a number") from None
+    return out
+
+
+def _chat_spec(flag: str, spec: str) -> str:
+    """A chat-model spec checked before anything runs (exit 2 on a bad one)."""
+    from genmem.errors import InvalidModelSpec
+    from genmem.policies.backends import capped_chat_model
+
+    try:
+        capped_chat_model(spec, 8)  # lazy: builds the client, loads no weights
+    except InvalidModelSpec as exc:
+        raise CLIError(f"{flag}: {exc}") from None
+    local = spec.strip().removeprefix("local:") if spec.strip().startswith("local:") else None
+    if local is not None and not (Path(local) / "config.json").is_file():
+        raise CLIError(f"{flag} {spec!r}: {local} is not a model directory (no config.json)")
+    return spec
+
+
+def _setup(args: argparse.Namespace):
+    """The preset and the bank, checked before any model is loaded."""
+    from genmem.memory.location import open_bank
+    from genmem.training.config import load_preset
+    from genmem.training.policy_io import model_path
+
+    try:
+        preset = load_preset(args.config)
+        model_path(args.model)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    bank = open_bank(args.bank)
+    if bank.stats().entries == 0:
+        raise CLIError(f"--bank {args.bank!r} has no entries to train on")
+    return preset, bank
+
+
+def _align(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from genmem.training.align import run_align
+    from genmem.training.align_data import AlignDataConfig
+
+    weights = _weights(args.weights)
+    if args.describer is not None:
+        _chat_spec("--describer", args.describer)
+    preset, bank = _setup(args)
+    try:
+        data = AlignDataConfig(
+            seed=preset.seed,
+            max_context_tokens=args.max_context_tokens,
+            max_target_chars=args.max_target_chars,
+            **({"weights": weights} if weights else {}),
+        )
+    except ValidationError as exc:
+        raise CLIError(first_error(exc)) from None
+    report = run_align(
+        bank,
+        Path(args.out),
+        preset=preset,
+        model=args.model,
+        max_steps=args.max_steps,
+        data=data,
+        max_eval=args.eval_size,
+        describer=args.describer,
+        progress=not args.json,
+    )
+    lines = [
+        f"aligned {report.entries} entries ({report.examples} examples {report.counts}) for "
+        f"{report.steps} steps in {report.seconds:.0f} s ({report.steps_per_second:.3f} steps/s)",
+    ]
+    for split, acc in report.after.items():
+        lines.append(f"  {split}: before {report.before[split].line()}")
+        lines.append(f"  {split}: after  {acc.line()}")
+    lines.append(
+        f"policy: {report.out} (use --model local:{report.out}); plot: {report.files['plot']}"
+    )
+    emit(report.model_dump(mode="json"), as_json=args.json, text="\n".join(lines))
+    return 0
+
+
+def _rollout_help(name: str) -> str:
+    """A GRPO flag's help: the description of the RolloutConfig field it sets."""
+    from genmem.training.config import RolloutConfig
+
+    field = RolloutConfig.model_fields[name]
+    return f"{str(field.description).rstrip('.')} ({field.default})"
+
+
+def _register_grpo(tsub: argparse._SubParsersAction) -> None:
+    from genmem.cli.tasks import add_dataset_arguments
+
+    g = tsub.add_parser(
+        "grpo",
+        help="stage 3: joint GRPO of MemRetriever and MemEvolver on rollouts through the graphs",
+        description=(
+            "TRL GRPOTrainer with a rollout function that runs the graphs. The policy writes "
+            "the SID; the real memory_lookup reads it; with --completion whole (default) the "
+            "policy then writes the rewrite (MemRetriever) or the update decision (MemEvolver) "
+            "itself, the lookup result being masked out of the loss; --completion sid trains "
+            "the SID alone and lets --planner-model write them. StackPlanner solves the task "
+            "with and without the support; MemEvolver writes to a scratch copy of the bank and "
+            "is told only what the environment itself observes (nothing on GSM8K or QA). "
+            "Rewards (logged separately): format, SID agreement, the LLM judge with the "
+            "reference (retriever), r_faithful (the judge) + r_loc (best cosine similarity of "
+            "the new payload to the live entries sharing the update SID's longest prefix, times "
+            "that prefix's depth over L-1) + r_op (revise on an occupied SID, insert on an empty "
+            "one) for the evolver, and the contrastive outcome (with memory minus without, "
+            "+0.2 when both succeed); process and outcome channels are normalised separately. "
+            "A judge call or rollout that raises is logged and left out (NaN), never scored 0; "
+            "more than --max-failures stop the run (exit 1). Tasks come from --dataset/--split "
+            "(default gsm8k train) or --data. Writes the policy, rollouts.jsonl (every "
+            "rollout's parts, flags and the text of each completion part) and grpo.png "
+            "(training dynamics per role) into --out."
+        ),
+    )
+    _common(g)
+    add_dataset_arguments(g, default_split="train", default_dataset="gsm8k")
+    g.add_argument("--limit", type=positive_int, default=4, help="training tasks (4)")
+    g.add_argument(
+        "--role",
+        choices=("joint", "retriever", "evolver"),
+        default="joint",
+        help="joint (both roles' prompts in one run, one policy; default) or one role",
+    )
+    g.add_argument(
+        "--completion", choices=("whole", "sid"), default="whole", help=_rollout_help("completion")
+    )
+    g.add_argument(
+        "--planner-model",
+        default="local",
+        help="model spec of the rest of the graph: StackPlanner, the judge, and with "
+        "--completion sid the rewrite and decision (local)",
+    )
+    g.add_argument(
+        "--constrained",
+        action="store_true",
+        help="sample the SID turn under the SID trie (always valid) instead of freely",
+    )
+    g.add_argument("--no-judge", action="store_true", help="skip the LLM judge (its parts: 0)")
+    g.add_argument("--max-planner-steps", type=positive_int, default=1, help="planner steps (1)")
+    g.add_argument(
+        "--max-new-tokens",
+        type=positive_int,
+        default=128,
+        help="reply cap in the graph and of the policy's rewrite or decision (128)",
+    )
+    g.add_argument(
+        "--max-failures", type=nonnegative_int, default=10, help=_rollout_help("max_failures")
+    )
+    g.set_defaults(func=_grpo)
+
+
+def _grpo(args: argparse.Namespace) -> int:
+    from genmem.cli.tasks import environment
+    from genmem.training.config import RolloutConfig
+    from genmem.training.grpo import run_grpo
+
+    _chat_spec("--planner-model", args.planner_model)
+    preset, _ = _setup(args)
+    env = environment(args)
+    roles = ("retriever", "evolver") if args.role == "joint" else (args.role,)
+    report = run_grpo(
+        args.bank,
+        env,
+        Path(args.out),
+        preset=preset,
+        model=args.model,
+        chat_model=args.planner_model,
+        roles=roles,
+        limit=args.limit,
+        max_steps=args.max_steps,
+        rollout=RolloutConfig(
+            completion=args.completion,
+            constrained=args.constrained,
+            judge=not args.no_judge,
+            max_steps=args.max_planner_steps,
+            max_new_tokens=args.max_new_tokens,
+            max_failures=args.max_failures,
+        ),
+        progress=not args.json,
+    )
+    means = {k: [round(v, 3) for v in vals] for k, vals in report.rewards.items()}
+    text = (
+        f"GRPO ({', '.join(report.roles)}; {report.completion} completions) on {report.tasks} "
+        f"tasks: {report.steps} steps, {report.rollouts} rollouts ({report.failures} failed) "
+        f"in {report.seconds:.0f} s ({report.steps_per_second:.3f} steps/s)\n"
+        f"rewards per step: {means}\n"
+        f"eligibility per role: {report.eligibility}\n"
+        f"policy: {report.out} (use --model local:{report.out})"
+    )
+    emit(report.model_dump(mode="json"), as_json=args.json, text=text)
+    return 0
+
+
+def _register_mid(tsub: argparse._SubParsersAction) -> None:
+    from genmem.cli.tasks import add_dataset_arguments
+
+    m = tsub.add_parser(
+        "mid",
+        help="stage 2: SFT on graph traces (teacher text turns, policy SIDs) kept by rejection",
+        description=(
+            "Runs the MemRetriever (lookup, rewrite, StackPlanner) or MemEvolver (lookup, "
+            "decision on a scratch bank copy) graph on training tasks with --teacher for the "
+            "text turns and the --model policy for the SID turns; keeps traces that are well "
+            "formed and, with --keep correct (default), task-correct; fine-tunes the policy on "
+            "their SID and text turns. Writes traces.jsonl, mid.png (the loss) and the policy "
+            "into --out."
+        ),
+    )
+    _common(m)
+    add_dataset_arguments(m, default_split="train", default_dataset="gsm8k")
+    m.add_argument("--role", choices=("retriever", "evolver"), default="retriever")
+    m.add_argument("--teacher", default="local", help="model spec of the text turns (local)")
+    m.add_argument(
+        "--keep",
+        choices=("correct", "valid"),
+        default="correct",
+        help="rejection rule: well formed and task-correct (default), or well formed only",
+    )
+    m.add_argument("--limit", type=positive_int, default=8, help="training tasks (8)")
+    m.add_argument(
+        "--max-new-tokens", type=positive_int, default=128, help="teacher reply cap (128)"
+    )
+    m.set_defaults(func=_mid)
+
+
+def _mid(args: argparse.Namespace) -> int:
+    from genmem.cli.tasks import environment
+    from genmem.training.mid import run_mid
+
+    _chat_spec("--teacher", args.teacher)
+    preset, _ = _setup(args)
+    env = environment(args)
+    try:
+        report = run_mid(
+            args.bank,
+            env,
+            Path(args.out),
+            preset=preset,
+            role=args.role,
+            model=args.model,
+            teacher=args.teacher,
+            keep=args.keep,
+            limit=args.limit,
+            max_new_tokens=args.max_new_tokens,
+            max_steps=args.max_steps,
+            progress=not args.json,
+        )
+    except ValueError as exc:  # nothing survived rejection sampling: say so, exit 1
+        return fail(str(exc), 1)
+    text = (
+        f"{report.role} traces: {report.kept} of {report.traces} kept ({report.keep}), "
+        f"{report.examples} examples, {report.steps} steps in {report.seconds:.0f} s\n"
+        f"policy: {report.out} (use --model local:{report.out})"
+    )
+    emit(report.model_dump(mode="json"), as_json=args.json, text=text)
+    return 0

@@ -1,0 +1,450 @@
+"""Benchmark evaluation through the graph: every method, the same model, budgets and stream.
+
+For each method the ``genmem`` graph is built once with the environment's tools and that
+method's addressing policy (:mod:`genmem.experiments.methods`). Tasks run in a fixed order, every
+method on a task before the next task, so a partial run compares the methods on equal terms.
+``none`` runs in ``no_memory`` mode; the memory methods run ``read_only`` (the frozen-bank
+control, the default) or ``evolve`` (each method on its own copy of the bank, so one method's
+writes never reach another's). Every task is scored by its environment right after its run;
+one JSON line per (method, task) is appended to ``records.jsonl`` as it finishes, and a rerun
+into the same folder skips what is recorded. The summary holds the benchmark's metrics per
+method, success per subtask, time per task and, when ``none`` ran too, the paper's contrastive
+outcome of each memory method (with memory minus without, plus the bonus when both succeed).
+
+Every mean is over all ``n`` runs of a method (the paper's Eq. 34): a run that errored counts
+as a failure, score 0 and every metric 0, and the error count is reported beside it. The same
+holds for the baseline: an errored ``none`` run is a failed one, so the memory run on that task
+is compared with a score of 0. Each mean comes with a seeded percentile bootstrap interval over
+tasks (``metrics_ci``), and each memory method with its paired difference against ``none``
+(method minus none, pairs by task id, with wins / losses / ties; ``paired``). The interval
+settings are written beside them (``intervals``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from genmem.envs.base import Environment, Outcome, Task
+from genmem.envs.bundled import append_jsonl, jsonl_rows, replace_jsonl
+from genmem.experiments.methods import Method, check_methods, method_generator
+from genmem.experiments.stats import (
+    DEFAULT_INTERVALS,
+    IntervalSettings,
+    PairedDiff,
+    mean_interval,
+    paired_difference,
+)
+
+__all__ = [
+    "EvalRecord",
+    "EvalReport",
+    "EvalSettings",
+    "MethodSummary",
+    "evaluate",
+    "summary_markdown",
+]
+
+
+class EvalSettings(BaseModel):
+    """What an evaluation runs: methods, tasks, model, bank and budgets."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    methods: list[Method] = Field(default_factory=lambda: ["none", "tfidf", "dense", "sid"])
+    limit: int | None = Field(default=None, ge=1, description="First N tasks.")
+    model: str = Field(default="local", description="Chat model spec for every role.")
+    bank_url: str | None = Field(default=None, description="The bank memory methods read.")
+    mode: Literal["read_only", "evolve"] = "read_only"
+    candidates: int = Field(default=8, ge=1, le=50, description="Candidate budget per method.")
+    allowed: Literal["all", "occupied", "prefix"] = Field(
+        default="occupied", description="SIDs the sid method may decode."
+    )
+    rerank: bool = Field(default=True, description="Rerank candidates against the task.")
+    memory_k: int = Field(default=5, ge=1, le=50, description="Entries a lookup returns.")
+    max_steps: int = Field(default=3, ge=1, description="StackPlanner's step budget.")
+    max_new_tokens: int | None = Field(
+        default=None, ge=1, description="Reply cap of every model call (None: the backend's)."
+    )
+
+    def model_post_init(self, __context: Any) -> None:
+        """Validate the method list and that memory methods have a bank."""
+        self.methods = check_methods(self.methods)
+        if any(m != "none" for m in self.methods) and not self.bank_url:
+            raise ValueError("memory methods need a bank: set bank_url (or run only 'none')")
+
+
+class EvalRecord(BaseModel):
+    """One (method, task) run."""
+
+    bench: str
+    method: str
+    id: str
+    query: str
+    answer: str | None = None
+    reference: Any = None
+    score: float = 0.0
+    success: bool = False
+    metrics: dict[str, float] = Field(default_factory=dict)
+    subtask: str | None = None
+    contrastive: float | None = None
+    sid: str | None = None
+    retrieved: list[dict[str, Any]] = Field(default_factory=list)
+    support: str | None = None
+    status: str | None = None
+    memory_op: str | None = None
+    seconds: float = 0.0
+    error: str | None = None
+
+
+class MethodSummary(BaseModel):
+    """One method's results on one benchmark."""
+
+    bench: str
+    method: str
+    n: int
+    metrics: dict[str, float]
+    success_rate: float
+    per_subtask: dict[str, float] = Field(default_factory=dict)
+    contrastive: float | None = None
+    mean_seconds: float
+    errors: int = Field(description="Runs that errored; each counts as a failure (score 0).")
+    metrics_ci: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description="Bootstrap interval over tasks of each metric, success_rate and contrastive.",
+    )
+    paired: dict[str, PairedDiff] = Field(
+        default_factory=dict,
+        description="Per metric and success_rate: this method minus none on the tasks both ran.",
+    )
+
+
+class EvalReport(BaseModel):
+    """Summaries per method, the settings, the interval settings and where the records are."""
+
+    bench: str
+    settings: EvalSettings
+    summaries: list[MethodSummary]
+    records: str
+    intervals: IntervalSettings = DEFAULT_INTERVALS
+
+
+def _records(path: Path) -> list[EvalRecord]:
+    """The records written so far (a torn last line is dropped and runs again)."""
+    return [EvalRecord.model_validate(row) for row in jsonl_rows(path)]
+
+
+def _bank_for(method: Method, settings: EvalSettings, out: Path) -> str | None:
+    """The bank URL a method uses: the given one, or its own copy in ``evolve`` mode."""
+    if method == "none" or settings.bank_url is None:
+        return settings.bank_url
+    if settings.mode == "read_only":
+        return settings.bank_url
+    from genmem.experiments.seed_bank import copy_bank_file
+    from genmem.memory.location import parse_bank_url
+
+    loc = parse_bank_url(settings.bank_url)
+    if loc.scheme != "sqlite":
+        raise ValueError("evolve mode copies the bank per method: give a sqlite:/// bank URL")
+    target = out / "banks" / f"{method}.db"
+    if not target.exists():
+        copy_bank_file(Path(loc.location), target)
+    return f"sqlite:///{target}?bank={loc.bank_id}"
+
+
+def _memory_op(state: dict[str, Any]) -> str | None:
+    update, error = state.get("update"), state.get("evolve_error")
+    if update:
+        return str(update.get("outcome"))
+    if error:
+        return f"rejected ({error.get('kind')})"
+    return None
+
+
+def evaluate(
+    env: Environment,
+    settings: EvalSettings,
+    *,
+    out: Path,
+    model: Any = None,
+    sid_generator: Any = None,
+    progress: bool = True,
+    on_record: Callable[[EvalRecord], None] | None = None,
+    intervals: IntervalSettings = DEFAULT_INTERVALS,
+) -> EvalReport:
+    """Run every method over ``env``'s tasks through the graph; write records and a summary.
+
+    ``model`` (a chat model) and ``sid_generator`` override ``settings.model`` and the SID
+    method's own decoding, for tests and for trained policies; ``intervals`` sets the bootstrap.
+    """
+    from tqdm.auto import tqdm
+
+    from genmem.graph.loop import build_genmem_graph
+    from genmem.graph.retriever import RetrieverConfig
+    from genmem.graph.stack import StackBudget
+    from genmem.graph.stackplanner import StackPlannerConfig
+    from genmem.policies.backends import capped_chat_model
+
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "records.jsonl"
+    done = {(r.method, r.id) for r in _records(path)}
+    tasks = env.tasks(settings.limit)
+    tools = env.tools()
+    current: dict[str, Task] = {}
+
+    def scorer(answer: str | None, reference: Any) -> float:
+        return env.score(current["task"], answer).score
+
+    def observer(answer: str | None) -> str | None:
+        return env.signal(env.score(current["task"], answer))
+
+    chat = model
+    if chat is None:
+        chat = capped_chat_model(settings.model, settings.max_new_tokens)
+    graphs: dict[str, tuple[Any, str, dict[str, Any]]] = {}
+
+    def graph_for(method: Method) -> tuple[Any, str, dict[str, Any]]:
+        """The compiled graph, mode and context of ``method`` (built on first use)."""
+        if method not in graphs:
+            app = build_genmem_graph(
+                chat,
+                sid_generator=sid_generator if method == "sid" else method_generator(method),
+                retriever_config=RetrieverConfig(
+                    beam=settings.candidates,
+                    rerank=settings.rerank and settings.candidates > 1,
+                    allowed=settings.allowed,
+                ),
+                planner_config=StackPlannerConfig(budget=StackBudget(max_steps=settings.max_steps)),
+                solver_tools=tools.solver,
+                research_tools=tools.research,
+                interactor_tools=tools.interactor,
+                scorer=scorer,
+                # Only an environment's own verdict may reach MemEvolver, never the score.
+                observer=observer if env.outcome_observable else None,
+            ).compile()
+            context: dict[str, Any] = {
+                "max_steps": settings.max_steps,
+                "memory_k": settings.memory_k,
+            }
+            bank_url = _bank_for(method, settings, out)
+            if bank_url:
+                context["bank_url"] = bank_url
+            graphs[method] = (app, "no_memory" if method == "none" else settings.mode, context)
+        return graphs[method]
+
+    # Task by task, every method on a task before the next one: a partial run (or one stopped
+    # and resumed) always compares the methods on the same tasks.
+    todo = [(m, t) for t in tasks for m in settings.methods if (m, t.id) not in done]
+    bar = tqdm(total=len(todo), desc=f"eval {env.name}", unit="run", disable=not progress)
+    for method, task in todo:
+        app, mode, context = graph_for(method)
+        bar.set_postfix_str(f"{method} {task.id}")
+        record = _run_one(env, app, task, method, mode, context, current)
+        append_jsonl(path, record)  # cuts away a line torn by a killed run first
+        if on_record is not None:
+            on_record(record)
+        bar.update(1)
+    bar.close()
+    records = _with_contrastive(_records(path))
+    replace_jsonl(path, records)  # a kill here keeps the old file, never half of it
+    report = EvalReport(
+        bench=env.name,
+        settings=settings,
+        summaries=_summaries(env, records, settings.methods, intervals),
+        records=str(path),
+        intervals=intervals,
+    )
+    (out / "summary.json").write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    (out / "summary.md").write_text(summary_markdown(report, env.metric_names), encoding="utf-8")
+    return report
+
+
+def _run_one(
+    env: Environment,
+    app: Any,
+    task: Task,
+    method: str,
+    mode: str,
+    context: dict[str, Any],
+    current: dict[str, Task],
+) -> EvalRecord:
+    started = time.perf_counter()
+    base = {
+        "bench": env.name,
+        "method": method,
+        "id": task.id,
+        "query": task.query,
+        "reference": task.reference,
+        "subtask": task.meta.get("subtask"),
+    }
+    current["task"] = task
+    try:
+        env.start(task)
+        try:
+            payload = {"query": task.query, "mode": mode, "reference": task.reference}
+            state = app.invoke(payload, context=context)
+            outcome: Outcome = env.score(task, state.get("answer"))
+        finally:
+            env.finish(task)
+    except Exception as exc:  # one failing task must not lose the run
+        seconds = round(time.perf_counter() - started, 2)
+        return EvalRecord(**base, error=repr(exc), seconds=seconds)
+    return EvalRecord(
+        **base,
+        answer=state.get("answer"),
+        score=outcome.score,
+        success=outcome.success,
+        metrics=outcome.metrics,
+        sid=state.get("sid"),
+        retrieved=list(state.get("retrieved") or []),
+        support=state.get("support"),
+        status=state.get("status"),
+        memory_op=_memory_op(state),
+        seconds=round(time.perf_counter() - started, 2),
+    )
+
+
+def _with_contrastive(records: list[EvalRecord]) -> list[EvalRecord]:
+    """Each memory method's record gets its contrastive outcome against ``none`` on that task.
+
+    An errored run on either side counts as a failed one (score 0): a memory run that errored
+    where ``none`` succeeded is a loss, and one that succeeded where ``none`` errored a win.
+    """
+    from genmem.envs.scoring import contrastive_outcome
+
+    baseline = {r.id: _score(r) for r in records if r.method == "none"}
+    out = []
+    for r in records:
+        if r.method != "none" and r.id in baseline:
+            r = r.model_copy(update={"contrastive": contrastive_outcome(_score(r), baseline[r.id])})
+        out.append(r)
+    return out
+
+
+def _score(record: EvalRecord) -> float:
+    """The record's score, 0 for a run that errored."""
+    return 0.0 if record.error is not None else record.score
+
+
+def _values(record: EvalRecord, names: list[str]) -> dict[str, float]:
+    """Each metric and success of one run as numbers (all 0 for a run that errored)."""
+    if record.error is not None:
+        return dict.fromkeys([*names, "success_rate"], 0.0)
+    values = {k: float(record.metrics.get(k, 0.0)) for k in names}
+    return values | {"success_rate": float(record.success)}
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def _summaries(
+    env: Environment,
+    records: list[EvalRecord],
+    methods: list[Method],
+    intervals: IntervalSettings = DEFAULT_INTERVALS,
+) -> list[MethodSummary]:
+    """Per method: means over all runs (errored ones as failures), intervals, pairs vs none."""
+    by_method: dict[str, list[EvalRecord]] = defaultdict(list)
+    for r in records:
+        by_method[r.method].append(r)
+    names = list(
+        dict.fromkeys([*env.metric_names, *sorted({k for r in records for k in r.metrics})])
+    )
+    per_task = {m: {r.id: _values(r, names) for r in rows} for m, rows in by_method.items()}
+    out = []
+    for method in methods:
+        rows = by_method.get(method, [])
+        values = per_task.get(method, {})
+        subtasks: dict[str, list[float]] = defaultdict(list)
+        for r in rows:
+            if r.subtask:
+                subtasks[r.subtask].append(float(r.success and r.error is None))
+        contrast = [r.contrastive for r in rows if r.contrastive is not None]
+        columns = {k: [v[k] for v in values.values()] for k in [*names, "success_rate"]}
+        if contrast:
+            columns["contrastive"] = contrast
+        ci = {k: est.ci for k, v in columns.items() if (est := mean_interval(v, intervals))}
+        paired = {}
+        if method != "none" and "none" in per_task:
+            for k in [*names, "success_rate"]:
+                pair = paired_difference(
+                    {t: v[k] for t, v in values.items()},
+                    {t: v[k] for t, v in per_task["none"].items()},
+                    intervals,
+                )
+                if pair is not None:
+                    paired[k] = pair
+        out.append(
+            MethodSummary(
+                bench=env.name,
+                method=method,
+                n=len(rows),
+                metrics={k: _mean(columns[k]) for k in names},
+                success_rate=_mean(columns["success_rate"]),
+                per_subtask={k: _mean(v) for k, v in sorted(subtasks.items())},
+                contrastive=_mean(contrast) if contrast else None,
+                mean_seconds=_mean([r.seconds for r in rows]),
+                errors=sum(r.error is not None for r in rows),
+                metrics_ci=ci,
+                paired=paired,
+            )
+        )
+    return out
+
+
+def summary_markdown(report: EvalReport, metric_names: tuple[str, ...] = ()) -> str:
+    """The summary as Markdown: one row per method, the paired differences, then the settings."""
+    from genmem.experiments.stats import describe, format_interval
+
+    names = list(metric_names) or sorted({k for s in report.summaries for k in s.metrics})
+    subtasks = sorted({k for s in report.summaries for k in s.per_subtask})
+    head = ["method", "n", *names, "success", *subtasks, "contrastive", "s/task", "errors"]
+    lines = [f"## {report.bench}", "", "| " + " | ".join(head) + " |"]
+    lines.append("|" + "---|" * len(head))
+    for s in report.summaries:
+        cells = [s.method, str(s.n)]
+        cells += [format_interval(s.metrics.get(k, 0.0), s.metrics_ci.get(k)) for k in names]
+        cells.append(format_interval(s.success_rate, s.metrics_ci.get("success_rate")))
+        cells += [f"{100 * s.per_subtask[k]:.1f}" if k in s.per_subtask else "-" for k in subtasks]
+        contrast = s.contrastive
+        ci = s.metrics_ci.get("contrastive")
+        cells.append(
+            "-"
+            if contrast is None
+            else format_interval(contrast, ci, scale=1, digits=3, signed=True)
+        )
+        cells += [f"{s.mean_seconds:.1f}", str(s.errors)]
+        lines.append("| " + " | ".join(cells) + " |")
+    paired = [(s.method, k, p) for s in report.summaries for k, p in s.paired.items()]
+    if paired:
+        lines += [
+            "",
+            "Paired against none (method minus none on the same tasks, percentage points):",
+            "",
+            "| method | metric | difference | wins | losses | ties | pairs |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for method, key, p in paired:
+            diff = format_interval(p.diff, p.ci, signed=True)
+            label = "success" if key == "success_rate" else key
+            lines.append(
+                f"| {method} | {label} | {diff} | {p.wins} | {p.losses} | {p.ties} | {p.n} |"
+            )
+    settings = json.dumps(report.settings.model_dump(), sort_keys=True)
+    lines += [
+        "",
+        "Metrics and success in %, contrastive as a score difference; each mean is over all n "
+        "runs, an errored run counting as a failure (score 0). "
+        + describe(report.intervals).replace("Intervals:", "Brackets:"),
+        "",
+        settings,
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,584 @@
+"""Online self-evolution: the paper's protocol (section 4.3, appendix D.3) through the graph.
+
+Weights, encoder and codebooks stay frozen. A held-out stream runs in a fixed order, split
+into blocks; each query is retrieved -> executed -> scored (the reference is used for the score
+only and never reaches MemEvolver) -> evolved, and its update is applied before the next query.
+The stream is driven by the SID method on a working copy of the input bank (the input is never
+written). After each block the bank is snapshotted (``bank@t<c>``, read-only, also exported as
+JSONL with the block's operation log) and a fixed probe set, disjoint from the stream, is run
+read-only by every method on the same snapshot:
+
+- ``sid``: SID generation with the run's beam and reranker (the full system);
+- ``greedy``: SID generation with one candidate and no reranker;
+- ``frozen``: SID generation on the ``t0`` snapshot, the bank before any write;
+- ``tfidf`` / ``dense``: content-coupled retrievers whose index is rebuilt from the snapshot's
+  payloads at every checkpoint;
+- ``none``: no memory.
+
+So the SID method and the baselines see the same bank evolution; only addressing differs. Every
+stream query and probe run appends one JSON line as it finishes, and a rerun into the same
+folder continues where it stopped.
+
+Every probe mean counts a run that errored as a failure (score 0, no hit) and comes with a
+bootstrap interval over probe tasks; ``sid`` minus ``frozen`` is paired by probe task at each
+checkpoint (:mod:`genmem.experiments.evolution_stats`). With ``seeds > 1`` and a sampling model, the
+whole run (stream and probes) is repeated once per decoding seed in ``seed<s>/`` and the probe
+results are pooled: a task's value is the mean over its seeds, and the bootstrap resamples tasks
+with their seeds kept together. Each run seeds the local model's sampler from (seed, phase,
+task), so a repeat and a resumed run draw the same samples and the methods probed at one
+checkpoint share a task's random stream; a greedy model decodes the same whatever the seed, so
+it runs once. A served model samples with its server's own randomness: the seeds then label
+the repeats but do not fix them.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from genmem.envs.base import Environment, Task
+from genmem.envs.bundled import append_jsonl, jsonl_rows
+from genmem.experiments.evolution_report import summary_markdown
+from genmem.experiments.evolution_stats import (
+    BlockOperations,
+    CheckpointPair,
+    CheckpointScore,
+    ProbeRecord,
+)
+from genmem.experiments.stats import DEFAULT_INTERVALS, IntervalSettings
+
+__all__ = [
+    "EVOLVE_METHODS",
+    "CheckpointPair",
+    "CheckpointScore",
+    "EvolveConfig",
+    "EvolveMethod",
+    "EvolveSummary",
+    "PooledEvolveSummary",
+    "ProbeRecord",
+    "StreamRecord",
+    "check_evolve_methods",
+    "run_evolution",
+    "summary_markdown",
+    "working_copy",
+]
+
+EvolveMethod = Literal["sid", "greedy", "frozen", "tfidf", "dense", "none"]
+EVOLVE_METHODS: tuple[EvolveMethod, ...] = ("sid", "greedy", "frozen", "tfidf", "dense", "none")
+_ABLATION = {
+    "sid": "full",
+    "frozen": "w/o MemEvolver (frozen bank)",
+    "tfidf": "TF-IDF + evolution",
+    "dense": "dense + evolution",
+    "none": "w/o MemRetriever (no memory)",
+    "greedy": "greedy SID decoding (no beam)",
+}
+
+
+def check_evolve_methods(methods: Sequence[str] | str) -> list[EvolveMethod]:
+    """Parse ``"sid,frozen"`` or a list into known, distinct methods (ValueError otherwise)."""
+    from genmem.experiments.methods import check_methods
+
+    return check_methods(methods, EVOLVE_METHODS)
+
+
+class EvolveConfig(BaseModel):
+    """The schedule, the probe methods and the budgets of an evolution run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    blocks: int = Field(ge=1, description="Stream blocks; a probe follows each.")
+    block_size: int = Field(ge=1, description="Stream queries per block.")
+    probe_size: int = Field(ge=1, description="Probe queries, sampled once, disjoint from it.")
+    methods: list[EvolveMethod] = Field(default_factory=lambda: ["sid", "frozen", "tfidf", "dense"])
+    model: str = Field(default="local", description="Chat model spec for every role.")
+    candidates: int = Field(default=8, ge=1, le=50, description="Candidate budget per lookup.")
+    rerank: bool = Field(default=True, description="Rerank candidates against the task.")
+    allowed: Literal["all", "occupied", "prefix"] = "occupied"
+    memory_k: int = Field(default=5, ge=1, le=50)
+    max_steps: int = Field(default=3, ge=1)
+    max_new_tokens: int | None = Field(default=None, ge=1)
+    seed: int = Field(default=0, ge=0, description="Seed of the probe sample.")
+    temperature: float | None = Field(
+        default=None,
+        ge=0.0,
+        description="Sampling temperature of every role (None: the backend's default; the "
+        "local model decodes greedily).",
+    )
+    seeds: int = Field(
+        default=1,
+        ge=1,
+        description="Decoding seeds the whole run is repeated over, pooled in the summary "
+        "(a greedy model runs once: seeds change nothing).",
+    )
+    decode_seed: int = Field(
+        default=0, ge=0, description="The decoding seed of this run (set per repeat by seeds)."
+    )
+    rerun_controls: bool = Field(
+        default=False,
+        description="Run the frozen and no-memory controls at every checkpoint even when the "
+        "model decodes greedily (otherwise their unchanged t0 runs are reused).",
+    )
+
+    @field_validator("methods", mode="before")
+    @classmethod
+    def _methods(cls, value: Any) -> list[EvolveMethod]:
+        return check_evolve_methods(value)
+
+
+class StreamRecord(BaseModel):
+    """One stream query: what it read, how it scored, what it wrote."""
+
+    index: int
+    block: int
+    id: str
+    score: float | None = None
+    success: bool = False
+    sid: str | None = None
+    retrieved: list[str] = Field(default_factory=list)
+    update: dict[str, Any] | None = None
+    update_sid: str | None = None
+    evolve_error: dict[str, Any] | None = None
+    seconds: float = 0.0
+    error: str | None = None
+
+
+class EvolveSummary(BaseModel):
+    """Everything ``summary.json`` holds."""
+
+    bench: str
+    config: EvolveConfig
+    input_bank: str
+    work_bank: str
+    probe_ids: list[str]
+    stream_ids: list[str]
+    checkpoints: list[CheckpointScore]
+    paired: list[CheckpointPair] = Field(
+        default_factory=list,
+        description="sid minus frozen at each checkpoint, by probe task (when both ran).",
+    )
+    blocks: list[BlockOperations]
+    stream_score_per_block: list[float | None] = Field(
+        description="Mean stream score per block, an errored query counting 0."
+    )
+    invariance: dict[str, Any]
+    concentration: dict[str, float]
+    ablation: dict[str, float | None]
+    snapshots: list[str]
+    files: dict[str, str]
+    seconds: float
+    intervals: IntervalSettings = DEFAULT_INTERVALS
+    note: str | None = Field(default=None, description="How the seeds were used, if asked for.")
+
+
+class PooledEvolveSummary(BaseModel):
+    """``summary.json`` of a run repeated over decoding seeds: probe results pooled by task."""
+
+    bench: str
+    config: EvolveConfig
+    decode_seeds: list[int]
+    seed_runs: dict[str, str] = Field(description="Seed -> that repeat's own summary.json.")
+    probe_ids: list[str]
+    checkpoints: list[CheckpointScore]
+    paired: list[CheckpointPair]
+    stream_score_per_block: list[float | None] = Field(
+        description="Mean stream score per block over every seed's queries (errors count 0)."
+    )
+    ablation: dict[str, float | None]
+    files: dict[str, str]
+    seconds: float
+    intervals: IntervalSettings = DEFAULT_INTERVALS
+    note: str
+
+
+def _split(tasks: list[Task], config: EvolveConfig, out: Path) -> tuple[list[Task], list[Task]]:
+    """The probe set (sampled once) and the stream (file order, probe tasks left out)."""
+    need = config.probe_size + config.blocks * config.block_size
+    if len(tasks) < need:
+        raise ValueError(
+            f"{len(tasks)} tasks, but {config.probe_size} probe + {config.blocks} x "
+            f"{config.block_size} stream queries need {need}"
+        )
+    path = out / "split.json"
+    by_id = {t.id: t for t in tasks}
+    if path.exists():
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        missing = [i for i in saved["probe"] + saved["stream"] if i not in by_id]
+        if missing:
+            raise ValueError(f"{path} names tasks this data lacks ({missing[:3]}); use a new --out")
+        return [by_id[i] for i in saved["probe"]], [by_id[i] for i in saved["stream"]]
+    picked = set(random.Random(config.seed).sample(range(len(tasks)), config.probe_size))
+    probe = [t for i, t in enumerate(tasks) if i in picked]
+    stream = [t for i, t in enumerate(tasks) if i not in picked][
+        : config.blocks * config.block_size
+    ]
+    data = {"probe": [t.id for t in probe], "stream": [t.id for t in stream]}
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    return probe, stream
+
+
+def working_copy(bank_url: str, out: Path) -> str:
+    """A working copy of the input bank in ``out/bank.db`` (made once); its URL."""
+    from genmem.experiments.seed_bank import copy_bank_file
+    from genmem.memory.bank import import_bank
+    from genmem.memory.location import open_bank, open_store, parse_bank_url
+
+    loc = parse_bank_url(bank_url)
+    target = (out / "bank.db").resolve()
+    url = f"sqlite:///{target}?bank={loc.bank_id}"
+    if target.exists():
+        return url
+    if loc.scheme == "sqlite":
+        source = Path(loc.location).resolve()
+        if source == target:
+            raise ValueError(f"--bank is {source}, the run's own working copy; use another --out")
+        copy_bank_file(source, target)
+        return url
+    exported = out / "input-bank.jsonl"
+    open_bank(bank_url).export_jsonl(exported)
+    import_bank(open_store(f"sqlite:///{target}"), exported, bank_id=loc.bank_id)
+    return url
+
+
+class _Runner:
+    """Compiled graphs per method, and one task run through one of them."""
+
+    def __init__(
+        self, env: Environment, config: EvolveConfig, chat: Any, sid_generator: Any = None
+    ) -> None:
+        self.env = env
+        self.config = config
+        self.chat = chat
+        self.sid_generator = sid_generator
+        self.tools = env.tools()
+        self.current: dict[str, Task] = {}
+        self.graphs: dict[str, Any] = {}
+
+    def graph(self, method: str) -> Any:
+        """The compiled ``genmem`` graph of ``method`` (``sid`` drives the stream)."""
+        from genmem.experiments.methods import method_generator
+        from genmem.graph.loop import build_genmem_graph
+        from genmem.graph.retriever import RetrieverConfig
+        from genmem.graph.stack import StackBudget
+        from genmem.graph.stackplanner import StackPlannerConfig
+
+        key = "sid" if method == "frozen" else method
+        if key not in self.graphs:
+            cfg = self.config
+            greedy = key == "greedy"
+            beam = 1 if greedy else cfg.candidates
+            self.graphs[key] = build_genmem_graph(
+                self.chat,
+                sid_generator=(
+                    method_generator(key) if key in ("tfidf", "dense") else self.sid_generator
+                ),
+                retriever_config=RetrieverConfig(
+                    beam=beam, rerank=cfg.rerank and beam > 1, allowed=cfg.allowed
+                ),
+                planner_config=StackPlannerConfig(budget=StackBudget(max_steps=cfg.max_steps)),
+                solver_tools=self.tools.solver,
+                research_tools=self.tools.research,
+                interactor_tools=self.tools.interactor,
+                scorer=lambda answer, reference: self.env.score(self.current["task"], answer).score,
+                # Only an environment's own verdict may reach MemEvolver, never the score.
+                observer=self._observe if self.env.outcome_observable else None,
+            ).compile()
+        return self.graphs[key]
+
+    def _observe(self, answer: str | None) -> str | None:
+        return self.env.signal(self.env.score(self.current["task"], answer))
+
+    def run(
+        self, method: str, task: Task, mode: str, bank_url: str | None, *, phase: str = "stream"
+    ) -> dict[str, Any]:
+        """One run of ``task``; the final state plus ``outcome`` (or ``error``) and ``seconds``."""
+        started = time.perf_counter()
+        self.current["task"] = task
+        # Every method of a phase draws the same random stream on a task (common random
+        # numbers): a paired difference then reflects the methods, not their luck.
+        _seed_sampling(self.config.decode_seed, phase, task.id)
+        context: dict[str, Any] = {"max_steps": self.config.max_steps}
+        if bank_url is not None:
+            context |= {"bank_url": bank_url, "memory_k": self.config.memory_k}
+        try:
+            self.env.start(task)
+            try:
+                payload = {"query": task.query, "mode": mode, "reference": task.reference}
+                state = dict(self.graph(method).invoke(payload, context=context))
+                state["outcome_"] = self.env.score(task, state.get("answer"))
+            finally:
+                self.env.finish(task)
+        except Exception as exc:  # one failing run must not lose the experiment
+            state = {"error": repr(exc)}
+        state["seconds"] = round(time.perf_counter() - started, 2)
+        return state
+
+
+def _seed_sampling(seed: int, *parts: str) -> None:
+    """Seed torch's sampler for one run from the decoding seed and what the run is.
+
+    Seeding per run, not once per process, makes a run's samples independent of what ran
+    before it: a resumed run and a reused control draw what an uninterrupted one would.
+    """
+    import zlib
+
+    import torch
+
+    torch.manual_seed(zlib.crc32("/".join((str(seed), *parts)).encode("utf-8")))
+
+
+def _hits(
+    state: Mapping[str, Any], reference: str | None, spec: Any
+) -> tuple[dict[str, bool] | None, dict[str, int] | None]:
+    """Candidate hit, hit@1/5 and prefix depths of one probe run (None without a reference)."""
+    if reference is None:
+        return None, None
+    if not state.get("candidates"):
+        return dict.fromkeys(("candidate_hit", "hit_at_1", "hit_at_5"), False), {
+            "at_1": 0,
+            "at_5": 0,
+        }
+    from genmem.policies.rerank import retrieval_hits
+    from genmem.policies.types import SIDCandidate
+
+    cands = [SIDCandidate(sid=s, score=0.0) for s in state["candidates"]]
+    ranked = [SIDCandidate(sid=s, score=0.0) for s in state.get("ranked") or state["candidates"]]
+    h = retrieval_hits(cands, ranked, reference, spec=spec)
+    hits = {"candidate_hit": h.candidate_hit, "hit_at_1": h.hit_at_1, "hit_at_5": h.hit_at_5}
+    return hits, {"at_1": h.depth_at_1, "at_5": h.depth_at_5}
+
+
+def run_evolution(
+    env: Environment,
+    config: EvolveConfig,
+    *,
+    bank_url: str,
+    out: Path,
+    chat: Any = None,
+    sid_generator: Any = None,
+    reference_sids: Mapping[str, str] | None = None,
+    progress: bool = True,
+    intervals: IntervalSettings = DEFAULT_INTERVALS,
+) -> EvolveSummary | PooledEvolveSummary:
+    """Run the online protocol over ``env``'s tasks; write records, snapshots, logs, summary.
+
+    ``chat`` overrides ``config.model`` and ``sid_generator`` the SID methods' own decoding
+    (tests, trained policies); ``reference_sids`` maps probe task ids to the SID that should
+    serve them, for Candidate Hit, Hit@1/5 and prefix hits. With ``config.seeds > 1`` and a
+    sampling model the run is repeated per decoding seed in ``out/seed<s>`` and pooled.
+
+    Raises:
+        ValueError: too few tasks for the schedule, or a bad bank (nothing is written to it).
+    """
+    from genmem.memory.location import open_bank
+    from genmem.policies.backends import capped_chat_model
+
+    started = time.perf_counter()
+    open_bank(bank_url)  # a bad URL or bank fails here, before any work
+    if chat is None:
+        chat = capped_chat_model(
+            config.model, config.max_new_tokens, temperature=config.temperature
+        )
+    kw = {"sid_generator": sid_generator, "reference_sids": reference_sids, "progress": progress}
+    if config.seeds == 1 or _greedy(chat):
+        note = None
+        if config.seeds > 1:
+            note = (
+                f"{config.seeds} seeds asked for, but the model decodes greedily (temperature "
+                "0): every seed would decode the same run, so it ran once."
+            )
+        return _run_once(env, config, bank_url, out, chat, intervals, note=note, **kw)
+    seeds = [config.decode_seed + i for i in range(config.seeds)]
+    runs = {}
+    for seed in seeds:
+        one = config.model_copy(update={"seeds": 1, "decode_seed": seed})
+        runs[seed] = _run_once(env, one, bank_url, out / f"seed{seed}", chat, intervals, **kw)
+    from genmem.experiments.evolution_summary import pool
+
+    return pool(env, config, out, runs, intervals, started)
+
+
+def _run_once(
+    env: Environment,
+    config: EvolveConfig,
+    bank_url: str,
+    out: Path,
+    chat: Any,
+    intervals: IntervalSettings,
+    *,
+    sid_generator: Any,
+    reference_sids: Mapping[str, str] | None,
+    progress: bool,
+    note: str | None = None,
+) -> EvolveSummary:
+    """One run of the protocol with one decoding seed into ``out``."""
+    from tqdm.auto import tqdm
+
+    from genmem.memory.location import open_bank
+
+    started = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(config.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    probe, stream = _split(env.tasks(None), config, out)
+    work_url = working_copy(bank_url, out)
+    work = open_bank(work_url)
+    runner = _Runner(env, config, chat, sid_generator)
+    stream_path, probe_path = out / "stream.jsonl", out / "probes.jsonl"
+    (out / "snapshots").mkdir(exist_ok=True)
+    (out / "logs").mkdir(exist_ok=True)
+    streamed = {r["id"] for r in jsonl_rows(stream_path)}
+    probe_rows = [ProbeRecord.model_validate(r) for r in jsonl_rows(probe_path)]
+    probed = {(r.checkpoint, r.method, r.id) for r in probe_rows}
+    reuse = _ProbeReuse(probe_rows) if _repeatable(runner.chat, config) else None
+    refs = dict(reference_sids or {})
+    total = config.blocks * config.block_size + (config.blocks + 1) * len(probe) * len(
+        config.methods
+    )
+    bar = tqdm(total=total, desc=f"evolve {env.name}", unit="run", disable=not progress)
+    bar.update(len(streamed) + len(probed))
+    snap_urls: dict[int, str] = {}
+    for c in range(config.blocks + 1):
+        if c > 0:
+            block = stream[(c - 1) * config.block_size : c * config.block_size]
+            for i, task in enumerate(block, (c - 1) * config.block_size):
+                if task.id in streamed:
+                    continue
+                bar.set_postfix_str(f"stream {task.id}")
+                state = runner.run("sid", task, "evolve", work_url, phase="stream")
+                append_jsonl(stream_path, _stream_record(i, c, task, state))
+                bar.update(1)
+        snap_urls[c] = _checkpoint(work, c, out)
+        for method in config.methods:
+            url = None if method == "none" else snap_urls[0 if method == "frozen" else c]
+            for task in probe:
+                if (c, method, task.id) in probed:
+                    continue
+                bar.set_postfix_str(f"t{c} {method} {task.id}")
+                record = reuse.repeat(c, method, task.id) if reuse else None
+                if record is None:
+                    mode = "no_memory" if url is None else "read_only"
+                    state = runner.run(method, task, mode, url, phase=f"t{c}")
+                    record = _probe_record(c, method, task, state, refs, work.spec)
+                    if reuse:
+                        reuse.add(record)
+                append_jsonl(probe_path, record)
+                bar.update(1)
+    bar.close()
+    from genmem.experiments.evolution_summary import summarise
+
+    return summarise(
+        env, config, out, bank_url, work_url, probe, stream, snap_urls, started, runner,
+        intervals, note,
+    )  # fmt: skip
+
+
+def _greedy(chat: Any) -> bool:
+    """Whether the model decodes greedily (an unknown sampling setting counts as sampling)."""
+    return getattr(chat, "temperature", None) == 0
+
+
+def _repeatable(chat: Any, config: EvolveConfig) -> bool:
+    """Whether a control's rerun would repeat its t0 run: a greedy model, unless told to rerun."""
+    return not config.rerun_controls and _greedy(chat)
+
+
+class _ProbeReuse:
+    """Probe runs by their inputs, so a control whose inputs did not change is not run again.
+
+    A probe run's inputs are its graph, its task and the snapshot it reads: ``frozen`` reads
+    ``t0`` through the ``sid`` graph at every checkpoint and ``none`` reads nothing, so with a
+    greedy model their runs after the first repeat it exactly. Runs already in ``probes.jsonl``
+    (a resumed run) count too.
+    """
+
+    def __init__(self, records: Sequence[ProbeRecord] = ()) -> None:
+        self.done: dict[tuple[str, str, int | None], ProbeRecord] = {}
+        for record in records:
+            self.add(record)
+
+    @staticmethod
+    def _key(c: int, method: str, task_id: str) -> tuple[str, str, int | None]:
+        graph = "sid" if method == "frozen" else method
+        snapshot = None if method == "none" else 0 if method == "frozen" else c
+        return graph, task_id, snapshot
+
+    def add(self, record: ProbeRecord) -> None:
+        """Remember a run that really ran (a failed run is never reused)."""
+        if record.reused_from is None and record.error is None:
+            self.done.setdefault(self._key(record.checkpoint, record.method, record.id), record)
+
+    def repeat(self, c: int, method: str, task_id: str) -> ProbeRecord | None:
+        """The record of an earlier run with the same inputs, as this checkpoint's row."""
+        earlier = self.done.get(self._key(c, method, task_id))
+        if earlier is None:
+            return None
+        source = f"t{earlier.checkpoint}/{earlier.method}"
+        return earlier.model_copy(
+            update={"checkpoint": c, "method": method, "seconds": 0.0, "reused_from": source}
+        )
+
+
+def _stream_record(i: int, block: int, task: Task, state: Mapping[str, Any]) -> StreamRecord:
+    outcome = state.get("outcome_")
+    return StreamRecord(
+        index=i,
+        block=block,
+        id=task.id,
+        score=None if outcome is None else outcome.score,
+        success=bool(outcome and outcome.success),
+        sid=state.get("sid"),
+        retrieved=[h.get("sid") for h in state.get("retrieved") or []],
+        update=state.get("update"),
+        update_sid=state.get("update_sid"),
+        evolve_error=state.get("evolve_error"),
+        seconds=state["seconds"],
+        error=state.get("error"),
+    )
+
+
+def _probe_record(
+    c: int,
+    method: str,
+    task: Task,
+    state: Mapping[str, Any],
+    refs: Mapping[str, str],
+    spec: Any,
+) -> ProbeRecord:
+    outcome = state.get("outcome_")
+    hits, depth = (None, None) if method == "none" else _hits(state, refs.get(task.id), spec)
+    return ProbeRecord(
+        checkpoint=c,
+        method=method,
+        id=task.id,
+        score=0.0 if outcome is None else outcome.score,
+        success=bool(outcome and outcome.success),
+        metrics={} if outcome is None else outcome.metrics,
+        sid=state.get("sid"),
+        candidates=list(state.get("candidates") or []),
+        ranked=list(state.get("ranked") or []),
+        retrieved=[h.get("sid") for h in state.get("retrieved") or []],
+        hits=hits,
+        prefix_depth=depth,
+        seconds=state["seconds"],
+        error=state.get("error"),
+    )
+
+
+def _checkpoint(work: Any, c: int, out: Path) -> str:
+    """Snapshot ``bank@t<c>`` (once), export it and its block's log; the snapshot's URL."""
+    name = f"t{c}"
+    snap_id = f"{work.bank_id}@{name}"
+    if snap_id not in {b.bank_id for b in work.snapshots()}:
+        work.snapshot(name)
+    snap = work.store.bank(snap_id)
+    export = out / "snapshots" / f"{name}.jsonl"
+    if not export.exists():
+        snap.export_jsonl(export)
+    url = f"sqlite:///{(out / 'bank.db').resolve()}?bank={snap_id}"
+    return url

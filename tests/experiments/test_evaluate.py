@@ -1,0 +1,232 @@
+"""Evaluation through the graph with a role-aware fake model: records, resume, summaries."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+from genmem.envs.gsm8k import GSM8KEnvironment, calculate, calculator_tool
+from genmem.experiments.evaluate import (
+    EvalRecord,
+    EvalSettings,
+    _summaries,
+    _with_contrastive,
+    evaluate,
+    summary_markdown,
+)
+from genmem.experiments.stats import DEFAULT_INTERVALS
+from tests.graph._banks import A, one_entry_bank
+from tests.graph.test_retriever import FixedGenerator
+
+
+class RoleFake(BaseChatModel):
+    """Answers by role: support for the retriever, an immediate finish for the coordinator.
+
+    The coordinator answers 18 (right) for the ducks problem and 0 (wrong) otherwise.
+    """
+
+    @property
+    def _llm_type(self) -> str:
+        return "role-fake"
+
+    def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kw: Any):
+        text = "\n".join(str(m.content) for m in messages)
+        if "small team" in str(messages[0].content):
+            answer = "18" if "Janet" in text else "0"
+            body = json.dumps({"thought": "t", "action": {"action": "finish", "answer": answer}})
+        else:
+            body = "<answer>Work out the daily amount first.</answer>"
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(body))])
+
+
+def _settings(bank_url: str | None, **kw: Any) -> EvalSettings:
+    return EvalSettings(**{"bank_url": bank_url, "limit": 2, "max_steps": 2, "candidates": 1, **kw})
+
+
+def test_every_method_runs_through_the_graph_and_is_summarised(tmp_path) -> None:
+    bank_url = one_entry_bank(tmp_path, "Work out the daily amount first, then the money.")
+    env = GSM8KEnvironment(calculator=False)
+    gen = FixedGenerator([A])
+    settings = _settings(bank_url, methods=["none", "tfidf", "sid"])
+    out = tmp_path / "eval"
+    report = evaluate(env, settings, out=out, model=RoleFake(), sid_generator=gen, progress=False)
+
+    records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    # Task by task: every method on a task before the next task.
+    assert [(r["method"], r["id"]) for r in records] == [
+        (m, i) for i in ("test-0", "test-1") for m in ("none", "tfidf", "sid")
+    ]
+    assert all(r["error"] is None for r in records)
+    assert [r["score"] for r in records] == [1.0] * 3 + [0.0] * 3
+    none, tfidf, sid = ([r for r in records if r["method"] == m] for m in ("none", "tfidf", "sid"))
+    assert all(r["sid"] is None and r["contrastive"] is None for r in none)
+    assert all(r["sid"] == str(A) and r["retrieved"] for r in [tfidf[0], *sid])
+    assert tfidf[1]["sid"] is None  # TF-IDF: the entry shares no term with the second problem
+    assert all(r["memory_op"] is None for r in records)  # read_only: nothing written
+    assert len(gen.calls) == 2  # only the sid method decodes SIDs
+
+    by_method = {s.method: s for s in report.summaries}
+    assert by_method["none"].metrics == {"accuracy": 0.5} and by_method["sid"].success_rate == 0.5
+    assert by_method["tfidf"].contrastive is not None and by_method["none"].contrastive is None
+    table = (out / "summary.md").read_text()
+    assert table == summary_markdown(report, env.metric_names)
+    assert "| sid | 2 | 50.0 [0.0, 100.0] | 50.0 [0.0, 100.0] |" in table
+    assert "| sid | accuracy | +0.0 [+0.0, +0.0] | 0 | 0 | 2 | 2 |" in table
+    saved = json.loads((out / "summary.json").read_text())
+    assert saved["bench"] == "gsm8k"
+    assert saved["intervals"] == {
+        "confidence": 0.95,
+        "resamples": 2000,
+        "seed": 0,
+        "method": "percentile bootstrap over tasks",
+    }
+    sid = saved["summaries"][2]
+    assert sid["metrics_ci"]["accuracy"] == [0.0, 1.0]
+    assert sid["paired"]["accuracy"] == {
+        "diff": 0.0, "ci": [0.0, 0.0], "wins": 0, "losses": 0, "ties": 2, "n": 2
+    }  # fmt: skip
+
+    # a rerun into the same folder runs nothing again
+    again = evaluate(env, settings, out=out, model=RoleFake(), sid_generator=gen, progress=False)
+    assert len((out / "records.jsonl").read_text().splitlines()) == 6
+    assert again.summaries == report.summaries and len(gen.calls) == 2
+
+
+class FailingGenerator(FixedGenerator):
+    """Decodes like FixedGenerator, but raises for tasks that mention ``marker``."""
+
+    def __init__(self, marker: str) -> None:
+        super().__init__([A])
+        self.marker = marker
+
+    def generate(self, context: str, k: int = 1):
+        if self.marker in context:
+            raise RuntimeError("decoder crashed")
+        return super().generate(context, k)
+
+
+def test_an_errored_run_is_a_failure_in_the_written_summary(tmp_path) -> None:
+    bank_url = one_entry_bank(tmp_path, "Work out the daily amount first, then the money.")
+    env = GSM8KEnvironment(calculator=False)
+    ducks, _ = env.tasks(2)
+    settings = _settings(bank_url, methods=["none", "sid"])
+    out = tmp_path / "eval"
+    # The sid run of the ducks problem, which the model answers right, crashes.
+    gen = FailingGenerator(ducks.query.split()[0])
+    report = evaluate(env, settings, out=out, model=RoleFake(), sid_generator=gen, progress=False)
+    records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    crashed = [r for r in records if r["error"]]
+    assert [(r["method"], r["id"]) for r in crashed] == [("sid", ducks.id)]
+    assert crashed[0]["contrastive"] == -1.0  # none solved it, the memory run did not
+    none, sid = report.summaries
+    assert (sid.n, sid.errors, sid.success_rate, sid.metrics["accuracy"]) == (2, 1, 0.0, 0.0)
+    assert sid.contrastive == -0.5 and none.success_rate == 0.5
+    assert (sid.paired["success_rate"].losses, sid.paired["success_rate"].n) == (1, 2)
+    saved = json.loads((out / "summary.json").read_text())
+    assert saved["summaries"][1]["paired"]["accuracy"]["diff"] == -0.5
+    assert (
+        "| sid | success | -50.0 [-100.0, +0.0] | 0 | 1 | 1 | 2 |"
+        in (out / "summary.md").read_text()
+    )
+
+
+def test_evolve_mode_gives_each_method_its_own_bank_copy(tmp_path) -> None:
+    bank_url = one_entry_bank(tmp_path, "Work out the daily amount first.")
+    settings = _settings(bank_url, methods=["tfidf"], mode="evolve", limit=1)
+    evaluate(
+        GSM8KEnvironment(calculator=False),
+        settings,
+        out=tmp_path / "e",
+        model=RoleFake(),
+        progress=False,
+    )
+    assert (tmp_path / "e" / "banks" / "tfidf.db").is_file()
+
+
+def test_settings_are_validated() -> None:
+    with pytest.raises(ValueError, match="need a bank"):
+        EvalSettings(methods=["sid"])
+    with pytest.raises(ValueError, match="'none', 'tfidf', 'dense' or 'sid'"):
+        EvalSettings(methods=["bm25"], bank_url="sqlite:///x.db")  # type: ignore[list-item]
+    assert EvalSettings(methods=["none"]).bank_url is None
+
+
+def test_calculator() -> None:
+    assert calculate("(48 / 2) + 48") == "72" and calculate("1,200 * 3") == "3600"
+    assert calculate("7/3") == "2.3333333333" and calculate("2**10") == "1024"
+    for bad in ("__import__('os')", "1/0", "", "2**0.5", "x + 1"):
+        with pytest.raises(ValueError):
+            calculate(bad)
+    assert calculator_tool().invoke({"expression": "1/0"}) == "error: division by zero"
+
+
+def test_gsm8k_environment() -> None:
+    env = GSM8KEnvironment()
+    (task,) = env.tasks(1)
+    assert task.id == "test-0" and task.reference == "18"
+    assert [t.name for t in env.tools().solver] == ["calculator"]
+    assert GSM8KEnvironment(calculator=False).tools().solver == ()
+    assert env.score(task, "She makes $18 every day.").success
+    assert env.score(task, None).metrics == {"accuracy": 0.0}
+
+
+def _record(method: str, task: str, score: float | None) -> EvalRecord:
+    """A finished run (score given) or a run that errored (score None)."""
+    if score is None:
+        return EvalRecord(bench="gsm8k", method=method, id=task, query=task, error="boom")
+    metrics = {"accuracy": score}
+    return EvalRecord(
+        bench="gsm8k",
+        method=method,
+        id=task,
+        query=task,
+        score=score,
+        success=score == 1.0,
+        metrics=metrics,
+    )
+
+
+def test_errored_runs_count_as_failures_in_every_headline_number() -> None:
+    """Eq. 34 averages over all n: an errored run is a failure, never left out."""
+    records = [
+        _record("none", "t1", 1.0),
+        _record("none", "t2", 0.0),
+        _record("none", "t3", None),
+        _record("sid", "t1", None),  # memory errored where the baseline succeeded: a loss
+        _record("sid", "t2", 1.0),
+        _record("sid", "t3", 1.0),  # baseline errored: a failed baseline, so a win
+        _record("sid", "t4", 1.0),  # no baseline run: left out of every pair
+    ]
+    records = _with_contrastive(records)
+    contrast = {r.id: r.contrastive for r in records if r.method == "sid"}
+    assert contrast == {"t1": -1.0, "t2": 1.0, "t3": 1.0, "t4": None}
+    env = GSM8KEnvironment(calculator=False)
+    none, sid = _summaries(env, records, ["none", "sid"], DEFAULT_INTERVALS)
+    assert (none.n, none.errors, sid.n, sid.errors) == (3, 1, 4, 1)
+    assert none.metrics == {"accuracy": pytest.approx(1 / 3)}
+    assert none.success_rate == pytest.approx(1 / 3)
+    assert sid.metrics == {"accuracy": 0.75} and sid.success_rate == 0.75
+    assert sid.contrastive == pytest.approx(1 / 3)
+    # Intervals over tasks for every metric, success and the contrastive outcome.
+    assert set(sid.metrics_ci) == {"accuracy", "success_rate", "contrastive"}
+    assert set(none.metrics_ci) == {"accuracy", "success_rate"}
+    lo, hi = sid.metrics_ci["accuracy"]
+    assert 0.0 <= lo <= 0.75 <= hi <= 1.0
+    # The paired difference is method minus none, over the tasks both ran.
+    assert none.paired == {}
+    acc = sid.paired["accuracy"]
+    assert (acc.wins, acc.losses, acc.ties, acc.n) == (2, 1, 0, 3)
+    assert acc.diff == pytest.approx(1 / 3) and acc.ci[0] <= acc.diff <= acc.ci[1]
+    assert sid.paired["success_rate"].diff == pytest.approx(1 / 3)
+
+
+def test_a_method_with_only_errors_scores_zero() -> None:
+    env = GSM8KEnvironment(calculator=False)
+    (s,) = _summaries(env, [_record("sid", "t1", None)], ["sid"], DEFAULT_INTERVALS)
+    assert (s.metrics, s.success_rate, s.errors) == ({"accuracy": 0.0}, 0.0, 1)
+    assert s.metrics_ci["accuracy"] == (0.0, 0.0)

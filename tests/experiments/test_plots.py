@@ -1,0 +1,45 @@
+"""Evaluation figures: the PNGs are written and carry the bootstrap intervals as error bars."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from genmem.experiments.evaluate import EvalReport, EvalSettings, MethodSummary
+from genmem.experiments.plots import plot_eval_summary
+
+
+def _summary(method: str, acc: float, ci: tuple[float, float]) -> MethodSummary:
+    return MethodSummary(
+        bench="gsm8k",
+        method=method,
+        n=10,
+        metrics={"accuracy": acc},
+        success_rate=acc,
+        mean_seconds=1.0,
+        errors=0,
+        metrics_ci={"accuracy": ci, "success_rate": ci},
+    )
+
+
+def test_eval_summary_png_has_the_intervals_as_error_bars(tmp_path: Path, errorbars) -> None:
+    report = EvalReport(
+        bench="gsm8k",
+        settings=EvalSettings(methods=["none"]),
+        summaries=[_summary("none", 0.4, (0.1, 0.7)), _summary("sid", 0.6, (0.3, 0.8))],
+        records="records.jsonl",
+    )
+    path = plot_eval_summary(report, ("accuracy",), tmp_path / "summary.png")
+    assert path.read_bytes()[:4] == b"\x89PNG"
+    assert len(errorbars) == 2  # one set of bars per method
+    none, sid = errorbars
+    assert none["y"] == pytest.approx([40.0, 40.0])
+    assert [list(side) for side in none["yerr"]] == [
+        pytest.approx([30.0, 30.0]),  # below the bar: 40 - 10
+        pytest.approx([30.0, 30.0]),  # above it: 70 - 40
+    ]
+    assert [list(side) for side in sid["yerr"]] == [
+        pytest.approx([30.0, 30.0]),
+        pytest.approx([20.0, 20.0]),
+    ]

@@ -1,0 +1,106 @@
+"""The seed bank: reference or model distillation, frozen codebooks, cached, resumable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.runnables import RunnableLambda
+from pydantic import ValidationError
+
+from genmem.envs.bundled import GSM8K_TRAIN, read_gsm8k
+from genmem.experiments.seed_bank import (
+    SeedBankConfig,
+    build_seed_bank,
+    copy_bank_file,
+    model_experience,
+    reference_experience,
+)
+from genmem.memory.location import open_bank
+
+ROW = read_gsm8k(GSM8K_TRAIN, limit=1)[0]
+
+
+def test_reference_experience_numbers_the_steps_without_calculator_marks() -> None:
+    text = reference_experience(ROW["question"], ROW["answer"])
+    assert text.startswith("Problem: ") and "1. " in text and "<<" not in text
+    assert text.rstrip().endswith(f"Result: {ROW['answer'].rsplit('####', 1)[1].strip()}")
+
+
+class LessonChat:
+    """A chat model whose structured output is a fixed lesson; records the schema it got."""
+
+    def __init__(self) -> None:
+        self.schemas: list[dict[str, Any]] = []
+
+    def with_structured_output(self, schema: dict[str, Any], method: str) -> RunnableLambda:
+        assert method == "json_schema"
+        self.schemas.append(schema)
+        lesson = {"problem_type": "rates", "procedure": "multiply", "check": "units"}
+        return RunnableLambda(lambda _messages: lesson)
+
+
+def test_model_experience_asks_for_a_bounded_lesson() -> None:
+    chat = LessonChat()
+    text = model_experience(chat, ROW["question"], ROW["answer"])
+    assert text.startswith("Problem type: rates\nProcedure: multiply\nCheck: units\nExample: ")
+    (schema,) = chat.schemas
+    assert schema["required"] == ["problem_type", "procedure", "check"]
+    assert all(p["maxLength"] <= 320 for p in schema["properties"].values())
+
+
+def test_config_rejects_bad_settings() -> None:
+    with pytest.raises(ValidationError):
+        SeedBankConfig(fit_size=10)
+    with pytest.raises(ValidationError):
+        SeedBankConfig(distill="guess")  # type: ignore[arg-type]
+    assert SeedBankConfig(size=3).key() != SeedBankConfig(size=4).key()
+
+
+@pytest.mark.slow
+def test_reference_seed_bank_is_built_once_and_copied(tmp_path: Path) -> None:
+    cfg = SeedBankConfig(distill="reference", size=5, fit_size=48, sizes=(8, 4))
+    built = build_seed_bank(cfg, root=tmp_path, progress=False)
+    assert not built.reused and built.experiences == 5 and 1 <= built.entries <= 5
+    bank = open_bank(built.url)
+    assert bank.codebook_hash == built.codebook_hash
+    again = build_seed_bank(cfg, root=tmp_path, progress=False)
+    assert again.reused and again.url == built.url
+
+    copy = tmp_path / "copy" / "bank.db"
+    copy_bank_file(Path(built.dir) / "seed.db", copy)
+    copied = open_bank(f"sqlite:///{copy}?bank={built.bank_id}")
+    assert copied.stats().entries == built.entries
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("torn", [False, True], ids=["whole", "torn-last-line"])
+def test_model_distillation_resumes_from_its_file(tmp_path: Path, torn: bool) -> None:
+    # the lessons are already on disk: the build reads them and loads no model; a kill -9
+    # mid-write leaves half a line, which is dropped with a warning, never a crash
+    cfg = SeedBankConfig(distill="model", size=2, fit_size=48, sizes=(8, 4), model="no-such-model")
+    base = tmp_path / cfg.key()
+    base.mkdir()
+    lessons = ["Problem type: ages\nProcedure: subtract", "Problem type: money\nProcedure: add"]
+    whole = "".join(json.dumps({"index": i, "text": t}) + "\n" for i, t in enumerate(lessons))
+    (base / "experiences.jsonl").write_text(whole + ('{"index": 2, "text": "Problem ty' * torn))
+    if torn:
+        with pytest.warns(RuntimeWarning, match="experiences.jsonl:3"):
+            built = build_seed_bank(cfg, root=tmp_path, progress=False)
+    else:
+        built = build_seed_bank(cfg, root=tmp_path, progress=False)
+    payloads = {e.payload for e in open_bank(built.url).entries()}
+    assert payloads <= set(lessons) and payloads
+
+
+@pytest.mark.slow
+def test_default_model_distils_lessons(tmp_path: Path) -> None:
+    cfg = SeedBankConfig(distill="model", size=2, fit_size=48, sizes=(8, 4))
+    built = build_seed_bank(cfg, root=tmp_path, progress=False)
+    lines = (Path(built.dir) / "experiences.jsonl").read_text().splitlines()
+    texts = [json.loads(line)["text"] for line in lines]
+    assert len(texts) == 2
+    assert all(t.startswith("Problem type: ") and "\nProcedure: " in t for t in texts)
+    assert built.experiences == 2 and built.entries >= 1
