@@ -109,9 +109,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls.add_argument("--json", action="store_true", help="print a JSON list")
     ls.set_defaults(func=_list)
 
-    from genmem.cli import coldstart
+    from genmem.cli.coldstart import register as register_coldstart
 
-    coldstart.register(bsub, _URL_HELP)
+    register_coldstart(bsub, _URL_HELP)
 
 
 def _open(url: str):

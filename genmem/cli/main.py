@@ -14,7 +14,14 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (every sub-command has ``--help``)."""
-    from genmem.cli import bank, codebook, demo, eval, evolve, run, sid, train
+    from genmem.cli.bank import register as register_bank
+    from genmem.cli.codebook import register as register_codebook
+    from genmem.cli.demo import register as register_demo
+    from genmem.cli.eval import register as register_eval
+    from genmem.cli.evolve import register as register_evolve
+    from genmem.cli.run import register as register_run
+    from genmem.cli.sid import register as register_sid
+    from genmem.cli.train import register as register_train
 
     parser = argparse.ArgumentParser(
         prog="genmem",
@@ -22,14 +29,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"genmem {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    demo.register(sub)
-    run.register(sub)
-    codebook.register(sub)
-    bank.register(sub)
-    sid.register(sub)
-    eval.register(sub)
-    evolve.register(sub)
-    train.register(sub)
+    register_demo(sub)
+    register_run(sub)
+    register_codebook(sub)
+    register_bank(sub)
+    register_sid(sub)
+    register_eval(sub)
+    register_evolve(sub)
+    register_train(sub)
     return parser
 
 

@@ -38,15 +38,22 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Any
 
 from genmem.envs.base import Environment, Task
 from genmem.envs.bundled import append_jsonl, jsonl_rows
+from genmem.experiments.evolution_config import (
+    EVOLVE_METHODS,
+    EvolveConfig,
+    EvolveMethod,
+    EvolveSummary,
+    PooledEvolveSummary,
+    StreamRecord,
+    check_evolve_methods,
+)
 from genmem.experiments.evolution_report import summary_markdown
+from genmem.experiments.evolution_runner import EvolveRunner
 from genmem.experiments.evolution_stats import (
-    BlockOperations,
     CheckpointPair,
     CheckpointScore,
     ProbeRecord,
@@ -68,133 +75,6 @@ __all__ = [
     "summary_markdown",
     "working_copy",
 ]
-
-EvolveMethod = Literal["sid", "greedy", "frozen", "tfidf", "dense", "none"]
-EVOLVE_METHODS: tuple[EvolveMethod, ...] = ("sid", "greedy", "frozen", "tfidf", "dense", "none")
-_ABLATION = {
-    "sid": "full",
-    "frozen": "w/o MemEvolver (frozen bank)",
-    "tfidf": "TF-IDF + evolution",
-    "dense": "dense + evolution",
-    "none": "w/o MemRetriever (no memory)",
-    "greedy": "greedy SID decoding (no beam)",
-}
-
-
-def check_evolve_methods(methods: Sequence[str] | str) -> list[EvolveMethod]:
-    """Parse ``"sid,frozen"`` or a list into known, distinct methods (ValueError otherwise)."""
-    from genmem.experiments.methods import check_methods
-
-    return check_methods(methods, EVOLVE_METHODS)
-
-
-class EvolveConfig(BaseModel):
-    """The schedule, the probe methods and the budgets of an evolution run."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    blocks: int = Field(ge=1, description="Stream blocks; a probe follows each.")
-    block_size: int = Field(ge=1, description="Stream queries per block.")
-    probe_size: int = Field(ge=1, description="Probe queries, sampled once, disjoint from it.")
-    methods: list[EvolveMethod] = Field(default_factory=lambda: ["sid", "frozen", "tfidf", "dense"])
-    model: str = Field(default="local", description="Chat model spec for every role.")
-    candidates: int = Field(default=8, ge=1, le=50, description="Candidate budget per lookup.")
-    rerank: bool = Field(default=True, description="Rerank candidates against the task.")
-    allowed: Literal["all", "occupied", "prefix"] = "occupied"
-    memory_k: int = Field(default=5, ge=1, le=50)
-    max_steps: int = Field(default=3, ge=1)
-    max_new_tokens: int | None = Field(default=None, ge=1)
-    seed: int = Field(default=0, ge=0, description="Seed of the probe sample.")
-    temperature: float | None = Field(
-        default=None,
-        ge=0.0,
-        description="Sampling temperature of every role (None: the backend's default; the "
-        "local model decodes greedily).",
-    )
-    seeds: int = Field(
-        default=1,
-        ge=1,
-        description="Decoding seeds the whole run is repeated over, pooled in the summary "
-        "(a greedy model runs once: seeds change nothing).",
-    )
-    decode_seed: int = Field(
-        default=0, ge=0, description="The decoding seed of this run (set per repeat by seeds)."
-    )
-    rerun_controls: bool = Field(
-        default=False,
-        description="Run the frozen and no-memory controls at every checkpoint even when the "
-        "model decodes greedily (otherwise their unchanged t0 runs are reused).",
-    )
-
-    @field_validator("methods", mode="before")
-    @classmethod
-    def _methods(cls, value: Any) -> list[EvolveMethod]:
-        return check_evolve_methods(value)
-
-
-class StreamRecord(BaseModel):
-    """One stream query: what it read, how it scored, what it wrote."""
-
-    index: int
-    block: int
-    id: str
-    score: float | None = None
-    success: bool = False
-    sid: str | None = None
-    retrieved: list[str] = Field(default_factory=list)
-    update: dict[str, Any] | None = None
-    update_sid: str | None = None
-    evolve_error: dict[str, Any] | None = None
-    seconds: float = 0.0
-    error: str | None = None
-
-
-class EvolveSummary(BaseModel):
-    """Everything ``summary.json`` holds."""
-
-    bench: str
-    config: EvolveConfig
-    input_bank: str
-    work_bank: str
-    probe_ids: list[str]
-    stream_ids: list[str]
-    checkpoints: list[CheckpointScore]
-    paired: list[CheckpointPair] = Field(
-        default_factory=list,
-        description="sid minus frozen at each checkpoint, by probe task (when both ran).",
-    )
-    blocks: list[BlockOperations]
-    stream_score_per_block: list[float | None] = Field(
-        description="Mean stream score per block, an errored query counting 0."
-    )
-    invariance: dict[str, Any]
-    concentration: dict[str, float]
-    ablation: dict[str, float | None]
-    snapshots: list[str]
-    files: dict[str, str]
-    seconds: float
-    intervals: IntervalSettings = DEFAULT_INTERVALS
-    note: str | None = Field(default=None, description="How the seeds were used, if asked for.")
-
-
-class PooledEvolveSummary(BaseModel):
-    """``summary.json`` of a run repeated over decoding seeds: probe results pooled by task."""
-
-    bench: str
-    config: EvolveConfig
-    decode_seeds: list[int]
-    seed_runs: dict[str, str] = Field(description="Seed -> that repeat's own summary.json.")
-    probe_ids: list[str]
-    checkpoints: list[CheckpointScore]
-    paired: list[CheckpointPair]
-    stream_score_per_block: list[float | None] = Field(
-        description="Mean stream score per block over every seed's queries (errors count 0)."
-    )
-    ablation: dict[str, float | None]
-    files: dict[str, str]
-    seconds: float
-    intervals: IntervalSettings = DEFAULT_INTERVALS
-    note: str
 
 
 def _split(tasks: list[Task], config: EvolveConfig, out: Path) -> tuple[list[Task], list[Task]]:
@@ -244,93 +124,6 @@ def working_copy(bank_url: str, out: Path) -> str:
     open_bank(bank_url).export_jsonl(exported)
     import_bank(open_store(f"sqlite:///{target}"), exported, bank_id=loc.bank_id)
     return url
-
-
-class _Runner:
-    """Compiled graphs per method, and one task run through one of them."""
-
-    def __init__(
-        self, env: Environment, config: EvolveConfig, chat: Any, sid_generator: Any = None
-    ) -> None:
-        self.env = env
-        self.config = config
-        self.chat = chat
-        self.sid_generator = sid_generator
-        self.tools = env.tools()
-        self.current: dict[str, Task] = {}
-        self.graphs: dict[str, Any] = {}
-
-    def graph(self, method: str) -> Any:
-        """The compiled ``genmem`` graph of ``method`` (``sid`` drives the stream)."""
-        from genmem.experiments.methods import method_generator
-        from genmem.graph.loop import build_genmem_graph
-        from genmem.graph.retriever import RetrieverConfig
-        from genmem.graph.stack import StackBudget
-        from genmem.graph.stackplanner import StackPlannerConfig
-
-        key = "sid" if method == "frozen" else method
-        if key not in self.graphs:
-            cfg = self.config
-            greedy = key == "greedy"
-            beam = 1 if greedy else cfg.candidates
-            self.graphs[key] = build_genmem_graph(
-                self.chat,
-                sid_generator=(
-                    method_generator(key) if key in ("tfidf", "dense") else self.sid_generator
-                ),
-                retriever_config=RetrieverConfig(
-                    beam=beam, rerank=cfg.rerank and beam > 1, allowed=cfg.allowed
-                ),
-                planner_config=StackPlannerConfig(budget=StackBudget(max_steps=cfg.max_steps)),
-                solver_tools=self.tools.solver,
-                research_tools=self.tools.research,
-                interactor_tools=self.tools.interactor,
-                scorer=lambda answer, reference: self.env.score(self.current["task"], answer).score,
-                # Only an environment's own verdict may reach MemEvolver, never the score.
-                observer=self._observe if self.env.outcome_observable else None,
-            ).compile()
-        return self.graphs[key]
-
-    def _observe(self, answer: str | None) -> str | None:
-        return self.env.signal(self.env.score(self.current["task"], answer))
-
-    def run(
-        self, method: str, task: Task, mode: str, bank_url: str | None, *, phase: str = "stream"
-    ) -> dict[str, Any]:
-        """One run of ``task``; the final state plus ``outcome`` (or ``error``) and ``seconds``."""
-        started = time.perf_counter()
-        self.current["task"] = task
-        # Every method of a phase draws the same random stream on a task (common random
-        # numbers): a paired difference then reflects the methods, not their luck.
-        _seed_sampling(self.config.decode_seed, phase, task.id)
-        context: dict[str, Any] = {"max_steps": self.config.max_steps}
-        if bank_url is not None:
-            context |= {"bank_url": bank_url, "memory_k": self.config.memory_k}
-        try:
-            self.env.start(task)
-            try:
-                payload = {"query": task.query, "mode": mode, "reference": task.reference}
-                state = dict(self.graph(method).invoke(payload, context=context))
-                state["outcome_"] = self.env.score(task, state.get("answer"))
-            finally:
-                self.env.finish(task)
-        except Exception as exc:  # one failing run must not lose the experiment
-            state = {"error": repr(exc)}
-        state["seconds"] = round(time.perf_counter() - started, 2)
-        return state
-
-
-def _seed_sampling(seed: int, *parts: str) -> None:
-    """Seed torch's sampler for one run from the decoding seed and what the run is.
-
-    Seeding per run, not once per process, makes a run's samples independent of what ran
-    before it: a resumed run and a reused control draw what an uninterrupted one would.
-    """
-    import zlib
-
-    import torch
-
-    torch.manual_seed(zlib.crc32("/".join((str(seed), *parts)).encode("utf-8")))
 
 
 def _hits(
@@ -428,7 +221,7 @@ def _run_once(
     probe, stream = _split(env.tasks(None), config, out)
     work_url = working_copy(bank_url, out)
     work = open_bank(work_url)
-    runner = _Runner(env, config, chat, sid_generator)
+    runner = EvolveRunner(env, config, chat, sid_generator)
     stream_path, probe_path = out / "stream.jsonl", out / "probes.jsonl"
     (out / "snapshots").mkdir(exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)

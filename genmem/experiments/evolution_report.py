@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from genmem.experiments.stats import describe, format_interval
 
 if TYPE_CHECKING:
-    from genmem.experiments.evolution import EvolveSummary, PooledEvolveSummary
+    from genmem.experiments.evolution_config import EvolveSummary, PooledEvolveSummary
     from genmem.experiments.evolution_stats import CheckpointScore
 
 __all__ = ["summary_markdown"]

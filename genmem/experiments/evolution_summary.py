@@ -18,15 +18,15 @@ from typing import Any
 
 from genmem.envs.base import Environment, Task
 from genmem.envs.bundled import jsonl_rows
-from genmem.experiments.evolution import (
-    _ABLATION,
+from genmem.experiments.evolution_config import (
+    ABLATION,
     EvolveConfig,
     EvolveSummary,
     PooledEvolveSummary,
     StreamRecord,
-    _Runner,
 )
 from genmem.experiments.evolution_report import summary_markdown
+from genmem.experiments.evolution_runner import EvolveRunner
 from genmem.experiments.evolution_stats import (
     BlockOperations,
     CheckpointPair,
@@ -83,7 +83,7 @@ def _block_logs(
 
 
 def _invariance(
-    runner: _Runner, config: EvolveConfig, probe: list[Task], first: Any, last: Any
+    runner: EvolveRunner, config: EvolveConfig, probe: list[Task], first: Any, last: Any
 ) -> dict[str, Any]:
     """Addresses before vs after the stream: SID generation, and each baseline's top-1."""
     from genmem.experiments.methods import PayloadAddresser
@@ -133,7 +133,7 @@ def summarise(
     stream_tasks: list[Task],
     snap_urls: dict[int, str],
     started: float,
-    runner: _Runner,
+    runner: EvolveRunner,
     intervals: IntervalSettings,
     note: str | None,
 ) -> EvolveSummary:
@@ -285,4 +285,4 @@ def _stream_means(stream: Sequence[StreamRecord], blocks: int) -> list[float | N
 def _ablation(config: EvolveConfig, checkpoints: list[CheckpointScore]) -> dict[str, float | None]:
     """The final probe score of each method, under the paper's ablation names."""
     final = {s.method: s.score for s in checkpoints if s.checkpoint == config.blocks}
-    return {_ABLATION[m]: final.get(m) for m in config.methods}
+    return {ABLATION[m]: final.get(m) for m in config.methods}

@@ -20,8 +20,8 @@ import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from genmem.memory.backend import sort_key
 from genmem.memory.records import BankInfo, Event, Version
-from genmem.memory.store import sort_key
 
 Dialect = Literal["sqlite", "postgres"]
 Migration = str | dict[Dialect, str]

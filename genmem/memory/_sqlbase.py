@@ -12,8 +12,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
+import genmem.memory._sql as S
 from genmem.errors import BankExists
-from genmem.memory import _sql as S
 from genmem.memory.records import BankInfo, Event, Op, Outcome, Version
 from genmem.memory.sid import SID, SIDSpec
 from genmem.memory.store import BankStore, sort_key

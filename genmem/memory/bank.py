@@ -40,6 +40,14 @@ from genmem.errors import (
     SlotOccupied,
     VersionConflict,
 )
+from genmem.memory.backend import (
+    BANK_ID_RE,
+    RetryableWrite,
+    SlotTx,
+    StoreBackend,
+    check_new_bank,
+    sort_key,
+)
 from genmem.memory.records import (
     ApplyResult,
     BankInfo,
@@ -52,14 +60,6 @@ from genmem.memory.records import (
     Version,
 )
 from genmem.memory.sid import SID, SIDSpec, coerce_sid
-from genmem.memory.store import (
-    BANK_ID_RE,
-    BankStore,
-    RetryableWrite,
-    SlotTx,
-    check_new_bank,
-    sort_key,
-)
 
 if TYPE_CHECKING:
     from genmem.memory.rqkmeans import Codebooks
@@ -75,9 +75,9 @@ T = TypeVar("T")
 
 
 class Bank:
-    """One bank inside a :class:`BankStore`; obtain it with ``store.bank(id)`` or ``open_bank``."""
+    """One bank inside a store; obtain it with ``store.bank(id)`` or ``open_bank``."""
 
-    def __init__(self, store: BankStore, info: BankInfo) -> None:
+    def __init__(self, store: StoreBackend, info: BankInfo) -> None:
         self.store = store
         self.info = info
         self.spec = SIDSpec(tuple(info.sizes))
@@ -382,7 +382,7 @@ class Bank:
             parent=self.bank_id,
         )
         self.store._snapshot(self.bank_id, info)
-        return self.store.bank(info.bank_id)
+        return _reopen(self.store, info.bank_id)
 
     def snapshots(self) -> list[BankInfo]:
         """Snapshots taken of this bank, oldest first."""
@@ -572,13 +572,14 @@ def _event_effect(e: Event, slot: dict[int, Version]) -> tuple[int | None, str |
 
 
 def import_bank(
-    store: BankStore, source: str | Path | IO[str], *, bank_id: str | None = None
+    store: StoreBackend, source: str | Path | IO[str], *, bank_id: str | None = None
 ) -> Bank:
     """Create a bank from an export (every version and the log); the target must not exist.
 
     The file is read and validated completely (the target id by the rule of
-    :meth:`BankStore.create_bank`, the bank record, every version and event and their
-    consistency) before anything is written, so a bad file or an existing bank changes nothing.
+    :meth:`genmem.memory.store.BankStore.create_bank`, the bank record, every version and event
+    and their consistency) before anything is written, so a bad file or an existing bank
+    changes nothing.
     """
     if isinstance(source, (str, Path)):
         with Path(source).open(encoding="utf-8") as fh:
@@ -601,7 +602,15 @@ def import_bank(
         )
     versions.sort(key=lambda v: (sort_key(spec.parse(v.sid).codes), v.version))
     store._create(target_info, versions, events)
-    return store.bank(target)
+    return _reopen(store, target)
+
+
+def _reopen(store: StoreBackend, bank_id: str) -> Bank:
+    """The bank ``bank_id`` that this module just wrote into ``store``, as the store records it."""
+    info = store.get_info(bank_id)
+    if info is None:  # written a moment ago: only a store that lost it gets here
+        raise IntegrityError(f"bank {bank_id!r} vanished from {store.url} right after its write")
+    return Bank(store, info)
 
 
 def _read_export(source: IO[str]) -> tuple[BankInfo, list[Version], list[Event]]:

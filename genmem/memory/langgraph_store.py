@@ -55,7 +55,7 @@ from genmem.memory.sid import SID, SIDSpec
 from genmem.memory.store import BankStore, sort_key
 
 if TYPE_CHECKING:
-    from genmem.memory.location import BankURL
+    from genmem.memory.bank_url import BankURL
 
 __all__ = ["LangGraphBankStore"]
 

@@ -1,16 +1,4 @@
-"""Bank locations as URLs, and the factories that open them.
-
-=====================================  ==================================================
-URL                                    store
-=====================================  ==================================================
-``sqlite:///relative/path.db``         SQLite file, path relative to the working directory
-``sqlite:////absolute/path.db``        SQLite file, absolute path (SQLAlchemy's spelling)
-``sqlite://`` or ``sqlite:///:memory:``  private in-memory SQLite database
-``postgresql://user:pw@host:5432/db``  PostgreSQL (psycopg 3; ``pip install genmem[postgres]``)
-``memory://`` or ``memory://NAME``     LangGraph ``InMemoryStore``, shared per process by NAME
-``langgraph+sqlite:///path.db``        LangGraph ``SqliteStore`` in a file
-``langgraph+postgresql://...``         LangGraph ``PostgresStore``
-=====================================  ==================================================
+"""Open a store or a bank from its URL (the URL forms: :mod:`genmem.memory.bank_url`).
 
 Any URL may name the bank inside the store with the query parameter ``bank``:
 ``sqlite:///banks.db?bank=hotpotqa``. Without it the bank id is ``default``. An explicit
@@ -19,12 +7,12 @@ Any URL may name the bank inside the store with the query parameter ``bank``:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from genmem.errors import BankNotFound, InvalidBankURL
+from genmem.memory.bank_url import DEFAULT_BANK_ID, BankURL, parse_bank_url
 from genmem.memory.sid import SIDSpec
 from genmem.memory.store import BankStore, check_bank_id
 
@@ -33,75 +21,6 @@ if TYPE_CHECKING:
     from genmem.memory.rqkmeans import Codebooks
 
 __all__ = ["DEFAULT_BANK_ID", "BankURL", "open_bank", "open_store", "parse_bank_url"]
-
-DEFAULT_BANK_ID = "default"
-
-_FORMS = (
-    "sqlite:///relative.db, sqlite:////absolute/path.db, postgresql://user@host/db, memory://, "
-    "langgraph+sqlite:///path.db or langgraph+postgresql://...; add ?bank=NAME to pick a bank"
-)
-
-
-@dataclass(frozen=True)
-class BankURL:
-    """A parsed bank URL."""
-
-    scheme: str
-    """``sqlite``, ``postgresql``, ``memory``, ``langgraph+sqlite`` or ``langgraph+postgresql``."""
-    location: str
-    """File path, connection string or in-memory store name."""
-    bank_id: str
-    """The bank inside the store."""
-    url: str
-    """The URL as given."""
-
-
-def parse_bank_url(url: str) -> BankURL:
-    """Split a bank URL into scheme, location and bank id (InvalidBankURL on anything else)."""
-    if not isinstance(url, str) or "://" not in url:
-        raise InvalidBankURL(f"bank URL {url!r} has no scheme; use one of: {_FORMS}", url=str(url))
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    bank_ids = [v for k, v in query if k == "bank"]
-    others = [(k, v) for k, v in query if k != "bank"]
-    if len(bank_ids) > 1:
-        raise InvalidBankURL(f"bank URL {url!r} names more than one bank", url=url)
-    bank_id = bank_ids[0] if bank_ids else DEFAULT_BANK_ID
-    try:
-        check_bank_id(bank_id)
-    except ValueError as exc:
-        raise InvalidBankURL(f"bank URL {url!r}: {exc}", url=url) from None
-
-    if scheme == "sqlite":
-        if others:
-            raise InvalidBankURL(f"sqlite URL {url!r} takes no query but ?bank=NAME", url=url)
-        if parts.netloc:
-            raise InvalidBankURL(
-                f"sqlite URL {url!r} has a host part {parts.netloc!r}; write sqlite:///relative.db "
-                "or sqlite:////absolute/path.db",
-                url=url,
-            )
-        path = parts.path[1:] if parts.path.startswith("/") else parts.path
-        return BankURL("sqlite", path or ":memory:", bank_id, url)
-    if scheme in {"postgresql", "postgres", "postgresql+psycopg"}:
-        conn = urlunsplit(
-            ("postgresql", parts.netloc, parts.path, urlencode(others, quote_via=quote), "")
-        )
-        return BankURL("postgresql", conn, bank_id, url)
-    if scheme == "memory":
-        return BankURL("memory", parts.netloc + parts.path, bank_id, url)
-    if scheme == "langgraph+sqlite":
-        path = parts.path[1:] if parts.path.startswith("/") else parts.path
-        return BankURL("langgraph+sqlite", path or ":memory:", bank_id, url)
-    if scheme in {"langgraph+postgresql", "langgraph+postgres"}:
-        conn = urlunsplit(
-            ("postgresql", parts.netloc, parts.path, urlencode(others, quote_via=quote), "")
-        )
-        return BankURL("langgraph+postgresql", conn, bank_id, url)
-    raise InvalidBankURL(
-        f"unknown bank URL scheme {parts.scheme!r} in {url!r}; use {_FORMS}", url=url
-    )
 
 
 def open_store(url: str | BankURL) -> BankStore:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from genmem.errors import GenMemError
 from genmem.memory._sqlbase import SQLBankStore
-from genmem.memory.store import RetryableWrite
+from genmem.memory.backend import RetryableWrite
 
 if TYPE_CHECKING:
     import psycopg

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from genmem.memory._sqlbase import SQLBankStore
-from genmem.memory.store import RetryableWrite
+from genmem.memory.backend import RetryableWrite
 
 __all__ = ["SQLiteBankStore"]
 

@@ -1,27 +1,28 @@
-"""The backend interface a bank lives on, and what every backend shares.
+"""A store of banks: the backend primitives plus opening and creating the banks they hold.
 
-A :class:`BankStore` holds many banks, isolated by bank id. Backends implement a handful of
-primitives: a registry of banks, reads by slot and by prefix, the operation log, and one
-atomic write per slot (:meth:`BankStore.slot_tx`). The semantics of insert / revise / lookup
-live once, in :class:`genmem.memory.bank.Bank`, on top of these primitives, so every backend
-behaves the same and runs the same test-suite.
+:class:`BankStore` is what every backend (SQLite, PostgreSQL, LangGraph stores) subclasses and
+what :func:`genmem.memory.location.open_store` returns. The primitives and the shared key and
+id rules are in :mod:`genmem.memory.backend`; the semantics of a bank in
+:mod:`genmem.memory.bank`.
 """
 
 from __future__ import annotations
 
-import re
 import time
-from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Protocol
 
 from genmem.errors import BankExists, BankNotFound, InvalidUpdate
-from genmem.memory.records import BankInfo, Event, Op, Outcome, Version
-from genmem.memory.sid import SID, SIDSpec
-
-if TYPE_CHECKING:
-    from genmem.memory.bank import Bank
+from genmem.memory.backend import (
+    BANK_ID_RE,
+    RetryableWrite,
+    SlotTx,
+    StoreBackend,
+    check_bank_id,
+    check_new_bank,
+    sort_key,
+)
+from genmem.memory.bank import Bank
+from genmem.memory.records import BankInfo
+from genmem.memory.sid import SIDSpec
 
 __all__ = [
     "BANK_ID_RE",
@@ -33,138 +34,9 @@ __all__ = [
     "sort_key",
 ]
 
-BANK_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-@]{0,127}")
-"""Bank ids: letters, digits, ``_ . - @``; ``@`` separates a snapshot name from its parent."""
 
-_KEY_WIDTH = 5  # codes are written zero-padded so that string order equals code order
-_MAX_SIZE = 10**_KEY_WIDTH
-
-
-class RetryableWrite(Exception):
-    """A backend's transient write failure (lock held, serialisation); the bank retries."""
-
-
-def sort_key(codes: Sequence[int]) -> str:
-    """A string whose order is code order and whose prefixes are the SID's prefixes."""
-    return "".join(f"{c:0{_KEY_WIDTH}d}." for c in codes)
-
-
-def check_bank_id(bank_id: str) -> str:
-    """Validate a bank id (raises ValueError naming the rule)."""
-    if not isinstance(bank_id, str) or not BANK_ID_RE.fullmatch(bank_id):
-        raise InvalidUpdate(
-            f"bank id {bank_id!r} is not allowed; use 1-128 letters, digits, '_', '.', '-' "
-            "('@' only for snapshots), starting with a letter or digit"
-        )
-    return bank_id
-
-
-def check_new_bank(bank_id: str, spec: SIDSpec) -> None:
-    """Refuse an id or an address space that a new, writable bank may not have."""
-    check_bank_id(bank_id)
-    if "@" in bank_id:
-        raise InvalidUpdate(
-            f"bank id {bank_id!r}: '@' is reserved for snapshots; pick an id without it"
-        )
-    if any(n >= _MAX_SIZE for n in spec.sizes):
-        raise InvalidUpdate(f"level sizes {spec.sizes} exceed the bank limit {_MAX_SIZE - 1}")
-
-
-class SlotTx(Protocol):
-    """An open, exclusive transaction on one slot of one bank."""
-
-    current: Version | None
-    """The slot's latest version (a tombstone when the entry was deleted), None if never used."""
-
-    def add_version(self, version: Version) -> None:
-        """Store a new version (its number is ``current.version + 1`` or 1)."""
-
-    def add_event(
-        self,
-        op: Op,
-        outcome: Outcome,
-        version_before: int | None,
-        version_after: int | None,
-        at: float,
-        actor: str,
-    ) -> int:
-        """Append one event to the bank's log and return its sequence number."""
-
-
-class BankStore(ABC):
-    """A place that holds banks: SQLite file, PostgreSQL database, or a LangGraph BaseStore."""
-
-    url: str = ""
-    """Where the store lives, for messages and for reopening it."""
-
-    # -- registry -------------------------------------------------------------------------
-
-    @abstractmethod
-    def setup(self) -> None:
-        """Create or migrate the schema; idempotent."""
-
-    @abstractmethod
-    def get_info(self, bank_id: str) -> BankInfo | None:
-        """The bank's identity, or None if no such bank."""
-
-    @abstractmethod
-    def list_banks(self) -> list[BankInfo]:
-        """Every bank in the store, by id."""
-
-    @abstractmethod
-    def _create(self, info: BankInfo, versions: Sequence[Version], events: Sequence[Event]) -> None:
-        """Atomically create a bank with the given content; raise BankExists if it exists."""
-
-    # -- reads ----------------------------------------------------------------------------
-
-    @abstractmethod
-    def current(self, bank_id: str, sid: SID) -> Version | None:
-        """Latest version at a slot (tombstones included), None if never written."""
-
-    @abstractmethod
-    def history(self, bank_id: str, sid: SID) -> list[Version]:
-        """Every version ever stored at a slot, oldest first."""
-
-    @abstractmethod
-    def live(self, bank_id: str, prefix: Sequence[int], limit: int | None) -> list[Version]:
-        """Live entries whose SID starts with ``prefix`` (codes), in code order, up to ``limit``."""
-
-    @abstractmethod
-    def events(self, bank_id: str, after_seq: int = 0, limit: int | None = None) -> list[Event]:
-        """The operation log after ``after_seq``, oldest first."""
-
-    @abstractmethod
-    def all_versions(self, bank_id: str) -> Iterator[Version]:
-        """Every stored version, in code order then version order."""
-
-    @abstractmethod
-    def counts(self, bank_id: str) -> dict[str, object]:
-        """``versions``, ``tombstones``, ``events`` and ``outcomes`` (a dict per outcome)."""
-
-    # -- writes ---------------------------------------------------------------------------
-
-    @abstractmethod
-    def slot_tx(self, bank_id: str, sid: SID) -> AbstractContextManager[SlotTx]:
-        """Open an exclusive, atomic transaction on one slot; commit on normal exit."""
-
-    @abstractmethod
-    def _snapshot(self, source: str, info: BankInfo) -> None:
-        """Atomically copy the live entries of ``source`` into a new read-only bank ``info``."""
-
-    def storage_problems(self) -> list[str]:
-        """Backend-level integrity findings (e.g. SQLite's quick_check); none by default."""
-        return []
-
-    def close(self) -> None:  # noqa: B027 - optional hook, most stores hold nothing to close
-        """Release connections."""
-
-    def __enter__(self) -> BankStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- shared, concrete -----------------------------------------------------------------
+class BankStore(StoreBackend):
+    """A store of banks, isolated by bank id (subclass it to add a backend)."""
 
     def create_bank(
         self,
@@ -175,8 +47,6 @@ class BankStore(ABC):
         exist_ok: bool = False,
     ) -> Bank:
         """Create an empty bank bound to a codebook spec and hash (or open it if ``exist_ok``)."""
-        from genmem.memory.bank import Bank
-
         check_new_bank(bank_id, spec)
         info = BankInfo(
             bank_id=bank_id,
@@ -200,8 +70,6 @@ class BankStore(ABC):
 
     def bank(self, bank_id: str = "default") -> Bank:
         """Open an existing bank (BankNotFound names the banks that do exist)."""
-        from genmem.memory.bank import Bank
-
         info = self.get_info(bank_id)
         if info is None:
             known = ", ".join(repr(b.bank_id) for b in self.list_banks()) or "none"

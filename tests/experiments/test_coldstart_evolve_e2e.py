@@ -137,14 +137,14 @@ def test_decoding_seeds_fix_the_default_models_samples() -> None:
     """
     from langchain_core.messages import HumanMessage
 
-    from genmem.experiments.evolution import _seed_sampling
+    from genmem.experiments.evolution_runner import seed_sampling
     from genmem.policies.backends import capped_chat_model
 
     chat = capped_chat_model("local", 12, temperature=1.0)
     prompt = [HumanMessage("Name three fruits and say why you like each.")]
 
     def sample(seed: int) -> str:
-        _seed_sampling(seed, "t0", "task-1")
+        seed_sampling(seed, "t0", "task-1")
         return str(chat.invoke(prompt).content)
 
     first = sample(0)

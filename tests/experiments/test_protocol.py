@@ -22,7 +22,8 @@ from pydantic import Field
 from genmem.envs.base import Environment, Outcome, Task
 from genmem.envs.gsm8k import GSM8KEnvironment
 from genmem.experiments.evaluate import EvalSettings, evaluate
-from genmem.experiments.evolution import EvolveConfig, _Runner
+from genmem.experiments.evolution import EvolveConfig
+from genmem.experiments.evolution_runner import EvolveRunner
 from genmem.experiments.runner import run_stream
 from genmem.graph.loop import build_genmem_graph
 from tests.graph._banks import A, one_entry_bank, revise_reply
@@ -123,7 +124,7 @@ def test_evolution_runner_shows_memevolver_no_verdict(tmp_path) -> None:
     chat = PromptRecorder()
     env = _GoldTask(calculator=False)
     config = EvolveConfig(blocks=1, block_size=1, probe_size=1, methods=["tfidf"], max_steps=2)
-    runner = _Runner(env, config, chat)
+    runner = EvolveRunner(env, config, chat)
     state = runner.run("tfidf", env.tasks(1)[0], "evolve", bank_url)
     assert "error" not in state and state["update"]["outcome"] == "revised"
     assert state["outcome_"].success is False and state["outcome"] is None

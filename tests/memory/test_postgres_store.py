@@ -15,9 +15,9 @@ import pytest
 
 from genmem.errors import GenMemError, SlotEmpty, SlotOccupied
 from genmem.memory._sql import MIGRATIONS
+from genmem.memory.backend import RetryableWrite
 from genmem.memory.location import open_bank
 from genmem.memory.sid import DEFAULT_SPEC
-from genmem.memory.store import RetryableWrite
 from tests import _postgres
 from tests._writers import kill_after, spawn_writer
 from tests.conftest import TEST_HASH

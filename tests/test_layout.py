@@ -1,0 +1,115 @@
+"""The package's layers, read from its source: nothing imports upwards and no modules import
+each other in a circle (imports inside functions and under TYPE_CHECKING count too)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "genmem"
+
+# Which top-level parts each part may import (itself always). ``envs`` sits beside ``graph``.
+ALLOWED = {
+    "errors": set(),
+    "memory": {"errors"},
+    "tools": {"errors", "memory"},
+    "policies": {"errors", "memory"},
+    "graph": {"errors", "memory", "tools", "policies"},
+    "envs": {"errors", "memory", "tools", "policies"},
+    "experiments": {"errors", "memory", "tools", "policies", "graph", "envs", "training"},
+    "training": {"errors", "memory", "tools", "policies", "graph", "envs", "experiments"},
+    "cli": {"errors", "memory", "tools", "policies", "graph", "envs", "experiments", "training"},
+}
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports() -> dict[str, set[str]]:
+    """Module -> the genmem modules it imports (``from a import b`` counts ``a.b`` if a module)."""
+    sources = {_module(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in sources.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if node.module.startswith("genmem"):
+                    subs = {f"{node.module}.{a.name}" for a in node.names}
+                    found |= (subs & sources.keys()) or {node.module}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name.startswith("genmem")}
+        graph[name] = {m for m in found if m in sources and m != name}
+    return graph
+
+
+def _part(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    graph = _imports()
+    upward = sorted(
+        f"{m} -> {d}"
+        for m, deps in graph.items()
+        for d in deps
+        if _part(m) in ALLOWED
+        and _part(d) in ALLOWED
+        and _part(d) != _part(m)
+        and _part(d) not in ALLOWED[_part(m)]
+    )
+    assert upward == []
+
+
+def test_no_import_circles() -> None:
+    assert _cycles(_imports()) == []
+
+
+@pytest.mark.parametrize(
+    ("graph", "cycles"),
+    [
+        ({"a": {"b"}, "b": {"a"}, "c": {"a"}}, [["a", "b"]]),
+        ({"a": {"b"}, "b": {"c"}, "c": set()}, []),
+    ],
+)
+def test_the_circle_finder_finds_circles(graph, cycles) -> None:
+    assert _cycles(graph) == cycles
