@@ -21,12 +21,12 @@ read -r -a CAP <<< "$CAPS"
 mkdir -p "$OUT"
 BANK="sqlite:///$(cd "$OUT" && pwd)/cold.db?bank=cold"
 
-genmem bank coldstart --dataset gsm8k --split train --limit "$LIMIT" \
+genmem bank coldstart --bench gsm8k-train --limit "$LIMIT" \
   --attempts 2 --sizes 8,4,2,2 --merge llm --max-field-chars 12 --max-records 1 \
   "${CAP[@]}" "${EXTRA[@]}" --bank "$BANK" --out "$OUT/cold" --json \
   > "$OUT/coldstart.json" 2> "$OUT/coldstart.log"
 
-genmem evolve --bank "$BANK" --dataset gsm8k --blocks "$BLOCKS" \
+genmem evolve --bank "$BANK" --bench gsm8k-test --blocks "$BLOCKS" \
   --block-size "$BLOCK_SIZE" --probe-size "$PROBE" --methods sid,greedy,frozen,tfidf,dense,none \
   --candidates 2 --memory-k 2 "${CAP[@]}" "${EXTRA[@]}" --out "$OUT/evolve" --json \
   > "$OUT/evolve.json" 2> "$OUT/evolve.log"

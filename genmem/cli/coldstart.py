@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from genmem.cli.common import CLIError, emit, positive_int
-from genmem.cli.tasks import add_dataset_arguments, environment, first_error
+from genmem.cli.tasks import add_task_arguments, check_task_source, environment, first_error
 
 __all__ = ["register"]
 
@@ -26,7 +26,7 @@ def register(bsub: argparse._SubParsersAction, url_help: str) -> None:
             "utilisation.png."
         ),
     )
-    add_dataset_arguments(p, default_split="train")
+    add_task_arguments(p, old_split="train")
     p.add_argument("--limit", type=positive_int, help="first N tasks")
     p.add_argument("--attempts", type=positive_int, default=2, help="tries per task, K (2)")
     p.add_argument("--sizes", default="48,16,8,8", help="codebook sizes to fit (48,16,8,8)")
@@ -88,6 +88,8 @@ def _config(args: argparse.Namespace):
 def _coldstart(args: argparse.Namespace) -> int:
     from genmem.experiments.coldstart import build_coldstart_bank
     from genmem.memory.location import parse_bank_url
+
+    check_task_source(args)  # an old spelling or no tasks: exit 2 before any work
 
     config = _config(args)
     parse_bank_url(args.bank)  # a bad URL fails before any work

@@ -125,7 +125,7 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> dict[str, An
         f"{after.entries} entries ({bank_url})",
         f"per-query records (SIDs, support, trajectories, updates): {out / 'results.jsonl'}",
         f"seed bank code usage per level: {out / 'seed_code_usage.png'}",
-        f"next: genmem run --bank '{bank_url}' --dataset gsm8k-test --limit 10 --out runs/gsm8k",
+        f"next: genmem run --bank '{bank_url}' --bench gsm8k-test --limit 10 --out runs/gsm8k",
     ]
     return {
         "table": "\n".join(head) + render_table(records, summary) + "\n" + "\n".join(tail),

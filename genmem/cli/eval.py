@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from genmem.cli.common import CLIError, add_budget_arguments, emit, positive_int
-from genmem.cli.tasks import add_env_options, environment, first_error
+from genmem.cli.tasks import add_task_arguments, check_task_source, environment, first_error
 
 __all__ = ["register"]
 
@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add ``genmem eval``."""
     from genmem.envs.benches import BENCHES
 
-    benches = "; ".join(f"{k}: {v}" for k, v in BENCHES.items())
+    benches = "; ".join(f"{b.name}: {b.about}" for b in BENCHES.values())
     p = sub.add_parser(
         "eval",
         help="evaluate none/tfidf/dense/sid through the same graph on a benchmark",
@@ -35,13 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             f"prefix hits, with intervals. Benches: {benches}."
         ),
     )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--bench", choices=tuple(BENCHES), help="a named benchmark")
-    src.add_argument("--data", help="a task file (JSONL, or CSV for GPQA)")
+    src = add_task_arguments(p)
     src.add_argument(
         "--pairs", help='retrieval only: JSONL of {"query", "reference_sid"} (needs --bank)'
     )
-    add_env_options(p)
     p.add_argument(
         "--methods", default="none,tfidf,dense,sid", help="comma-separated (none,tfidf,dense,sid)"
     )
@@ -100,6 +97,7 @@ def _bank_url(args: argparse.Namespace, out: Path, *, progress: bool) -> str:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    check_task_source(args)
     methods = _methods(args)
     out = Path(args.out)
     if args.pairs:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from genmem.cli.common import CLIError, add_budget_arguments, emit, positive_int
-from genmem.cli.tasks import add_dataset_arguments, environment, first_error
+from genmem.cli.tasks import add_task_arguments, check_task_source, environment, first_error
 
 __all__ = ["register"]
 
@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--bank", required=True, help="the starting bank (never written; copied)")
-    add_dataset_arguments(p, default_split="test")
+    add_task_arguments(p)
     p.add_argument("--blocks", type=positive_int, required=True, help="stream blocks, B")
     p.add_argument("--block-size", type=positive_int, required=True, help="queries per block, S")
     p.add_argument("--probe-size", type=positive_int, required=True, help="probe queries, P")
@@ -103,6 +103,8 @@ def _reference_sids(args: argparse.Namespace, env: Any) -> dict[str, str]:
 def _evolve(args: argparse.Namespace) -> int:
     from genmem.experiments.evolution import EvolveConfig, run_evolution
     from genmem.memory.location import open_bank
+
+    check_task_source(args)  # an old spelling or no tasks: exit 2 before any work
 
     try:
         config = EvolveConfig(

@@ -15,6 +15,7 @@ __all__ = ["build_parser", "main"]
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (every sub-command has ``--help``)."""
     from genmem.cli.bank import register as register_bank
+    from genmem.cli.benches import register as register_benches
     from genmem.cli.codebook import register as register_codebook
     from genmem.cli.demo import register as register_demo
     from genmem.cli.eval import register as register_eval
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_run(sub)
     register_codebook(sub)
     register_bank(sub)
+    register_benches(sub)
     register_sid(sub)
     register_eval(sub)
     register_evolve(sub)

@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from genmem.cli.common import CLIError, add_budget_arguments, emit, positive_int
+from genmem.cli.tasks import add_task_arguments, check_task_source
 
-__all__ = ["DATASETS", "add_loop_arguments", "build_loop_app", "register", "scorer_for"]
+__all__ = ["RUN_BENCHES", "add_loop_arguments", "build_loop_app", "register", "scorer_for"]
 
-DATASETS = ("gsm8k-test", "gsm8k-train")
+RUN_BENCHES = ("gsm8k-train", "gsm8k-test")
+"""The benches ``run`` reads as a query stream (other benches run through ``genmem eval``)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,13 +31,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--bank", required=True, help="bank URL, e.g. sqlite:///bank.db?bank=gsm8k")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument(
-        "--data",
-        help="JSONL of {query|question, reference|answer(s), id, outcome}: the reference only "
-        "scores answers; an optional outcome is your own verdict, which MemEvolver may see",
+    add_task_arguments(
+        p,
+        benches=RUN_BENCHES,
+        env_options=False,
+        data_help="JSONL of {query|question, reference|answer(s), id, outcome}: the reference "
+        "only scores answers; an optional outcome is your own verdict, which MemEvolver may see",
     )
-    src.add_argument("--dataset", choices=DATASETS, help="a bundled dataset")
     p.add_argument("--limit", type=positive_int, help="first N queries only")
     p.add_argument("--out", required=True, help="output folder")
     add_loop_arguments(p)
@@ -108,13 +110,13 @@ def build_loop_app(args: argparse.Namespace, scorer: Any) -> Any:
 
 
 def _queries(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from genmem.envs.bundled import GSM8K_TRAIN
-    from genmem.envs.gsm8k import GSM8K_TEST, gsm8k_queries
+    from genmem.envs.benches import BENCHES
+    from genmem.envs.gsm8k import gsm8k_queries
     from genmem.experiments.runner import load_queries
 
-    if args.dataset:
-        path = GSM8K_TEST if args.dataset == "gsm8k-test" else GSM8K_TRAIN
-        return gsm8k_queries(path, limit=args.limit)
+    check_task_source(args)
+    if args.bench:
+        return gsm8k_queries(BENCHES[args.bench].file, limit=args.limit)
     path = Path(args.data)
     if not path.is_file():
         raise CLIError(f"--data {args.data!r} does not exist")
@@ -150,7 +152,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     settings = {
         "bank": args.bank,
-        "source": args.dataset or args.data,
+        "source": args.bench or args.data,
         "mode": args.mode,
         "model": args.model,
         "max_steps": args.max_steps,

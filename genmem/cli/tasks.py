@@ -1,4 +1,4 @@
-"""Where a command's tasks come from: a bench, a bundled dataset split, or a task file."""
+"""Where a command's tasks come from: a bench of the registry (``--bench``) or a task file."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ from typing import Any
 
 from genmem.cli.common import CLIError, positive_int
 
-__all__ = ["add_dataset_arguments", "add_env_options", "environment", "first_error"]
+__all__ = [
+    "add_env_options",
+    "add_task_arguments",
+    "check_task_source",
+    "environment",
+    "first_error",
+]
 
 
 def add_env_options(p: argparse.ArgumentParser) -> None:
@@ -25,24 +31,62 @@ def add_env_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="TextWorld set / option shuffle seed (0)")
 
 
-def add_dataset_arguments(
-    p: argparse.ArgumentParser, *, default_split: str, default_dataset: str | None = None
-) -> None:
-    """``--dataset NAME [--split S] | --data FILE`` (one required unless a default dataset)."""
-    from genmem.envs.benches import DATASETS
+def add_task_arguments(
+    p: argparse.ArgumentParser,
+    *,
+    default: str | None = None,
+    benches: tuple[str, ...] | None = None,
+    env_options: bool = True,
+    data_help: str = "a task file (JSONL, or CSV for GPQA)",
+    old_split: str = "test",
+) -> argparse._MutuallyExclusiveGroup:
+    """``--bench NAME | --data FILE`` (one of them required unless ``default`` names a bench).
 
-    names = ", ".join(f"{k} ({'/'.join(v)})" for k, v in DATASETS.items())
-    src = p.add_mutually_exclusive_group(required=default_dataset is None)
+    ``benches`` narrows the names a command takes (all of ``genmem benches`` otherwise). The old
+    ``--dataset NAME [--split S]`` are kept, hidden, to exit 2 naming the bench they meant.
+    ``old_split`` is the split the command's old ``--split`` defaulted to. Returns the group,
+    for a command with one more source of its own.
+    """
+    from genmem.envs.benches import BENCHES
+
+    names = benches or tuple(BENCHES)
+    src = p.add_mutually_exclusive_group()
     src.add_argument(
-        "--dataset",
-        choices=tuple(DATASETS),
-        default=default_dataset,
-        help=f"a bundled dataset: {names}"
-        + (f" (default {default_dataset})" if default_dataset else ""),
+        "--bench",
+        choices=names,
+        default=default,
+        metavar="NAME",
+        help="a bundled benchmark (`genmem benches` lists them): "
+        + ", ".join(names)
+        + (f" (default {default})" if default else ""),
     )
-    src.add_argument("--data", help="a task file (JSONL, or CSV for GPQA)")
-    p.add_argument("--split", default=default_split, help=f"split of --dataset ({default_split})")
-    add_env_options(p)
+    src.add_argument("--data", help=data_help)
+    p.add_argument("--dataset", dest="old_dataset", help=argparse.SUPPRESS)
+    p.add_argument("--split", dest="old_split", help=argparse.SUPPRESS)
+    p.set_defaults(bench_required=default is None, old_default_split=old_split)
+    if env_options:
+        add_env_options(p)
+    return src
+
+
+def check_task_source(args: argparse.Namespace) -> None:
+    """Refuse the old spellings (naming the new one) and a command given no tasks (CLIError)."""
+    from genmem.envs.benches import new_bench_name
+
+    if args.old_dataset or args.old_split:
+        bench = new_bench_name(
+            args.old_dataset or "gsm8k", args.old_split or args.old_default_split
+        )
+        old = " ".join(
+            f"{flag} {value}"
+            for flag, value in (("--dataset", args.old_dataset), ("--split", args.old_split))
+            if value
+        )
+        raise CLIError(f"{old} is now spelled --bench {bench} (`genmem benches` lists them)")
+    if args.bench_required and not (args.bench or args.data or getattr(args, "pairs", None)):
+        sources = ["--bench NAME (see `genmem benches`)", "--data FILE"]
+        sources += ["--pairs FILE"] if hasattr(args, "pairs") else []
+        raise CLIError(f"give {', '.join(sources[:-1])} or {sources[-1]}")
 
 
 def first_error(exc: ValueError) -> str:
@@ -71,19 +115,16 @@ def _options(args: argparse.Namespace) -> Any:
 
 
 def environment(args: argparse.Namespace) -> Any:
-    """The environment that ``--bench``, ``--dataset``/``--split`` or ``--data`` names."""
-    from genmem.envs.benches import open_bench, open_data, open_dataset
+    """The environment that ``--bench`` or ``--data`` names."""
+    from genmem.envs.benches import open_bench, open_data
 
+    check_task_source(args)
     options = _options(args)
-    dataset = None if getattr(args, "data", None) else getattr(args, "dataset", None)
-    named = getattr(args, "bench", None) or dataset
-    if named and args.format:
-        raise CLIError("--format describes --data; a named bench or dataset knows its format")
-    if getattr(args, "bench", None):  # what a bench needs and lacks is an error (exit 1)
-        return open_bench(args.bench, options)
+    if args.bench and not args.data:
+        if args.format:
+            raise CLIError("--format describes --data; a named bench knows its format")
+        return open_bench(args.bench, options)  # what a bench needs and lacks: exit 1
     try:
-        if dataset:
-            return open_dataset(args.dataset, args.split, options)
         return open_data(args.data, args.format, options)
-    except (FileNotFoundError, ValueError) as exc:  # a wrong name, split or file: usage
+    except (FileNotFoundError, ValueError) as exc:  # a wrong file: usage
         raise CLIError(str(exc)) from None

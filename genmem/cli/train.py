@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from genmem.cli.common import CLIError, emit, fail, nonnegative_int, positive_int
-from genmem.cli.tasks import first_error
+from genmem.cli.tasks import check_task_source, first_error
 
 __all__ = ["register"]
 
@@ -19,7 +19,9 @@ _CONFIG_HELP = (
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bank", required=True, help="bank URL (sqlite:///...?bank=ID, ...)")
     p.add_argument("--config", default="cpu", help=_CONFIG_HELP)
-    p.add_argument("--max-steps", type=positive_int, help="optimiser steps (default: preset)")
+    p.add_argument("--train-steps", type=positive_int, help="optimiser steps (default: preset)")
+    # --max-steps is the planner's step budget in every command; here it would be ambiguous.
+    p.add_argument("--max-steps", dest="old_max_steps", help=argparse.SUPPRESS)
     p.add_argument(
         "--model", default="local", help="starting policy: local (embedded) or local:DIR / DIR"
     )
@@ -110,6 +112,12 @@ def _setup(args: argparse.Namespace):
     from genmem.training.config import load_preset
     from genmem.training.policy_io import model_path
 
+    if args.old_max_steps is not None:
+        planner = " (the planner's steps are --max-planner-steps)" if args.func is _grpo else ""
+        raise CLIError(
+            f"--max-steps is the planner's step budget in every command; the optimiser steps of "
+            f"`train` are --train-steps{planner}"
+        )
     try:
         preset = load_preset(args.config)
         model_path(args.model)
@@ -145,7 +153,7 @@ def _align(args: argparse.Namespace) -> int:
         Path(args.out),
         preset=preset,
         model=args.model,
-        max_steps=args.max_steps,
+        max_steps=args.train_steps,
         data=data,
         max_eval=args.eval_size,
         describer=args.describer,
@@ -174,7 +182,7 @@ def _rollout_help(name: str) -> str:
 
 
 def _register_grpo(tsub: argparse._SubParsersAction) -> None:
-    from genmem.cli.tasks import add_dataset_arguments
+    from genmem.cli.tasks import add_task_arguments
 
     g = tsub.add_parser(
         "grpo",
@@ -194,14 +202,14 @@ def _register_grpo(tsub: argparse._SubParsersAction) -> None:
             "one) for the evolver, and the contrastive outcome (with memory minus without, "
             "+0.2 when both succeed); process and outcome channels are normalised separately. "
             "A judge call or rollout that raises is logged and left out (NaN), never scored 0; "
-            "more than --max-failures stop the run (exit 1). Tasks come from --dataset/--split "
-            "(default gsm8k train) or --data. Writes the policy, rollouts.jsonl (every "
+            "more than --max-failures stop the run (exit 1). Tasks come from --bench "
+            "(default gsm8k-train) or --data. Writes the policy, rollouts.jsonl (every "
             "rollout's parts, flags and the text of each completion part) and grpo.png "
             "(training dynamics per role) into --out."
         ),
     )
     _common(g)
-    add_dataset_arguments(g, default_split="train", default_dataset="gsm8k")
+    add_task_arguments(g, default="gsm8k-train", old_split="train")
     g.add_argument("--limit", type=positive_int, default=4, help="training tasks (4)")
     g.add_argument(
         "--role",
@@ -242,6 +250,8 @@ def _grpo(args: argparse.Namespace) -> int:
     from genmem.training.config import RolloutConfig
     from genmem.training.grpo import run_grpo
 
+    check_task_source(args)  # an old spelling or no tasks: exit 2 before any work
+
     _chat_spec("--planner-model", args.planner_model)
     preset, _ = _setup(args)
     env = environment(args)
@@ -255,7 +265,7 @@ def _grpo(args: argparse.Namespace) -> int:
         chat_model=args.planner_model,
         roles=roles,
         limit=args.limit,
-        max_steps=args.max_steps,
+        max_steps=args.train_steps,
         rollout=RolloutConfig(
             completion=args.completion,
             constrained=args.constrained,
@@ -280,7 +290,7 @@ def _grpo(args: argparse.Namespace) -> int:
 
 
 def _register_mid(tsub: argparse._SubParsersAction) -> None:
-    from genmem.cli.tasks import add_dataset_arguments
+    from genmem.cli.tasks import add_task_arguments
 
     m = tsub.add_parser(
         "mid",
@@ -295,7 +305,7 @@ def _register_mid(tsub: argparse._SubParsersAction) -> None:
         ),
     )
     _common(m)
-    add_dataset_arguments(m, default_split="train", default_dataset="gsm8k")
+    add_task_arguments(m, default="gsm8k-train", old_split="train")
     m.add_argument("--role", choices=("retriever", "evolver"), default="retriever")
     m.add_argument("--teacher", default="local", help="model spec of the text turns (local)")
     m.add_argument(
@@ -315,6 +325,8 @@ def _mid(args: argparse.Namespace) -> int:
     from genmem.cli.tasks import environment
     from genmem.training.mid import run_mid
 
+    check_task_source(args)  # an old spelling or no tasks: exit 2 before any work
+
     _chat_spec("--teacher", args.teacher)
     preset, _ = _setup(args)
     env = environment(args)
@@ -330,7 +342,7 @@ def _mid(args: argparse.Namespace) -> int:
             keep=args.keep,
             limit=args.limit,
             max_new_tokens=args.max_new_tokens,
-            max_steps=args.max_steps,
+            max_steps=args.train_steps,
             progress=not args.json,
         )
     except ValueError as exc:  # nothing survived rejection sampling: say so, exit 1

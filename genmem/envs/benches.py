@@ -10,6 +10,7 @@ WebShop server, ALFWorld's data, the TextWorld set.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -20,41 +21,91 @@ from genmem.envs.search import DEFAULT_SEARCH_K, HOTPOTQA_DISTRACTOR, Searcher
 
 __all__ = [
     "BENCHES",
-    "DATASETS",
     "FORMATS",
+    "LEGACY_SPLITS",
+    "Bench",
     "BenchOptions",
     "DataFormat",
+    "bench_tasks",
     "detect_format",
+    "new_bench_name",
     "open_bench",
     "open_data",
-    "open_dataset",
 ]
 
 DataFormat = Literal["qa", "gsm8k", "choice", "math"]
 FORMATS: tuple[DataFormat, ...] = ("qa", "gsm8k", "choice", "math")
 
-BENCHES: dict[str, str] = {
-    "gsm8k-test": "GSM8K test problems (1,319 bundled), a calculator for the solver, accuracy",
-    "hotpotqa-distractor": "the 100 HotpotQA dev questions of the bundled distractor file, BM25 "
-    "search over their ~1,000 paragraphs, F1/EM",
-    "hotpotqa": "200 HotpotQA dev questions, F1/EM; search needs --corpus or --search-url",
-    "2wiki": "200 2WikiMultihopQA dev questions, F1/EM; search needs --corpus or --search-url",
-    "nq": "200 NQ-open test questions, F1/EM; search needs --corpus or --search-url",
-    "textworld": "seeded TextWorld household games (pick and place), the game's won signal",
-    "alfworld": "ALFWorld games (needs `alfworld` and its data), success per subtask",
-    "webshop": "WebShop goals on a running server (--webshop-url or $WEBSHOP_URL), score/success",
-}
-"""Bench names and what each one runs."""
+
+@dataclass(frozen=True)
+class Bench:
+    """One named benchmark: what it runs, what it scores, and what it needs beyond the install."""
+
+    name: str
+    about: str
+    metrics: tuple[str, ...]
+    needs: str = ""
+    file: Path | None = None
+    """The bundled task file, when the bench is one (``genmem run`` reads it as queries)."""
 
 
-DATASETS: dict[str, tuple[str, ...]] = {
-    "gsm8k": ("train", "test"),
-    "textworld": ("train", "test"),
-    "hotpotqa": ("dev",),
-    "2wiki": ("dev",),
-    "nq": ("test",),
-}
-"""Bundled datasets by name and the splits each ships (``genmem bank coldstart``, ``evolve``)."""
+def _registry() -> dict[str, Bench]:
+    from genmem.envs.bundled import GSM8K_TRAIN
+    from genmem.envs.gsm8k import GSM8K_TEST
+    from genmem.envs.qa import HOTPOTQA_DEV_200, NQ_TEST_200, TWOWIKI_DEV_200
+
+    qa_search = "for search, a corpus (--corpus) or a server (--search-url); closed-book without"
+    benches = [
+        Bench("gsm8k-train", "GSM8K training problems, a calculator for the solver",
+              ("accuracy",), file=GSM8K_TRAIN),
+        Bench("gsm8k-test", "GSM8K test problems, a calculator for the solver",
+              ("accuracy",), file=GSM8K_TEST),
+        Bench("hotpotqa-distractor", "the HotpotQA dev questions of the bundled distractor "
+              "file, BM25 search over their paragraphs", ("f1", "em")),
+        Bench("hotpotqa", "HotpotQA dev questions", ("f1", "em"), qa_search, HOTPOTQA_DEV_200),
+        Bench("2wiki", "2WikiMultihopQA dev questions", ("f1", "em"), qa_search, TWOWIKI_DEV_200),
+        Bench("nq", "NQ-open test questions", ("f1", "em"), qa_search, NQ_TEST_200),
+        Bench("textworld-train", "seeded TextWorld household games (pick and place), seeds far "
+              "from the test set's", ("success",), "the textworld extra"),
+        Bench("textworld-test", "seeded TextWorld household games (pick and place)",
+              ("success",), "the textworld extra"),
+        Bench("alfworld", "ALFWorld household games", ("success", "success per task type"),
+              "the alfworld package and its data (--alfworld-data or $ALFWORLD_DATA)"),
+        Bench("webshop", "WebShop shopping goals", ("score", "success"),
+              "a running WebShop server (--webshop-url or $WEBSHOP_URL)"),
+    ]  # fmt: skip
+    return {b.name: b for b in benches}
+
+
+BENCHES: dict[str, Bench] = _registry()
+"""Every bench name, in the order ``genmem benches`` lists them."""
+
+LEGACY_SPLITS = {"gsm8k": ("train", "test"), "textworld": ("train", "test")}
+"""Datasets that were named ``--dataset NAME --split S``: now ``--bench NAME-S``."""
+
+
+def bench_tasks(name: str, options: BenchOptions | None = None) -> int | None:
+    """How many tasks a bench has (None where the server or external data decides)."""
+    options = options or BenchOptions()
+    bench = BENCHES[name]
+    if name == "hotpotqa-distractor":
+        from genmem.envs.qa import HOTPOTQA_DEV_200
+
+        return len(_distractor_ids(HOTPOTQA_DEV_200))
+    if name.startswith("textworld"):
+        return options.games
+    if bench.file is None:
+        return None
+    with bench.file.open("rb") as fh:
+        return sum(1 for line in fh if line.strip())
+
+
+def new_bench_name(dataset: str, split: str) -> str:
+    """The bench an old ``--dataset NAME --split S`` meant (``gsm8k``, ``train``: gsm8k-train)."""
+    if dataset in LEGACY_SPLITS and split in LEGACY_SPLITS[dataset]:
+        return f"{dataset}-{split}"
+    return dataset
+
 
 _TEXTWORLD_TRAIN_SEED = 10_000
 """TextWorld's train split: games seeded from here, far from the test set's seeds."""
@@ -117,10 +168,10 @@ def open_bench(name: str, options: BenchOptions | None = None) -> Environment:
             missing (the message says how to get it).
     """
     options = options or BenchOptions()
-    if name == "gsm8k-test":
+    if name in ("gsm8k-train", "gsm8k-test"):
         from genmem.envs.gsm8k import GSM8KEnvironment
 
-        return GSM8KEnvironment()
+        return GSM8KEnvironment(BENCHES[name].file, name=name)
     if name in ("hotpotqa-distractor", "hotpotqa", "2wiki", "nq"):
         from genmem.envs.qa import HOTPOTQA_DEV_200, NQ_TEST_200, TWOWIKI_DEV_200, QAEnvironment
         from genmem.envs.search import distractor_corpus
@@ -135,10 +186,11 @@ def open_bench(name: str, options: BenchOptions | None = None) -> Environment:
             )
         path = {"hotpotqa": HOTPOTQA_DEV_200, "2wiki": TWOWIKI_DEV_200, "nq": NQ_TEST_200}[name]
         return QAEnvironment(path, searcher=_searcher(options), k=options.search_k, name=name)
-    if name == "textworld":
+    if name in ("textworld-train", "textworld-test"):
         from genmem.envs.textworld_env import TextWorldConfig, TextWorldEnvironment
 
-        return TextWorldEnvironment(TextWorldConfig(n_games=options.games, seed=options.seed))
+        seed = options.seed + (_TEXTWORLD_TRAIN_SEED if name == "textworld-train" else 0)
+        return TextWorldEnvironment(TextWorldConfig(n_games=options.games, seed=seed))
     if name == "alfworld":
         from genmem.envs.alfworld_env import ALFWorldConfig, ALFWorldEnvironment
 
@@ -148,34 +200,6 @@ def open_bench(name: str, options: BenchOptions | None = None) -> Environment:
 
         return WebShopEnvironment(options.webshop_url)
     raise ValueError(f"unknown bench {name!r}; choose from {', '.join(BENCHES)}")
-
-
-def open_dataset(name: str, split: str, options: BenchOptions | None = None) -> Environment:
-    """The environment of a bundled dataset split (see :data:`DATASETS`).
-
-    Raises:
-        ValueError: an unknown dataset, or a split it does not ship (the message lists both).
-    """
-    options = options or BenchOptions()
-    if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; choose from {', '.join(DATASETS)}")
-    if split not in DATASETS[name]:
-        raise ValueError(
-            f"dataset {name!r} ships the split(s) {', '.join(DATASETS[name])}, not {split!r}; "
-            "pass --data FILE for your own"
-        )
-    if name == "gsm8k":
-        from genmem.envs.bundled import GSM8K_TRAIN
-        from genmem.envs.gsm8k import GSM8K_TEST, GSM8KEnvironment
-
-        path = GSM8K_TRAIN if split == "train" else GSM8K_TEST
-        return GSM8KEnvironment(path, name=f"gsm8k-{split}")
-    if name == "textworld":
-        from genmem.envs.textworld_env import TextWorldConfig, TextWorldEnvironment
-
-        seed = options.seed + (_TEXTWORLD_TRAIN_SEED if split == "train" else 0)
-        return TextWorldEnvironment(TextWorldConfig(n_games=options.games, seed=seed))
-    return open_bench(name, options)
 
 
 def _distractor_ids(path: Path) -> list[str]:

@@ -48,7 +48,7 @@ def test_demo_closed_loop_on_two_gsm8k_problems(tmp_path, capsys) -> None:
             "run",
             "--bank",
             s["bank_url"],
-            "--dataset",
+            "--bench",
             "gsm8k-test",
             "--limit",
             "1",

@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from genmem.cli import main
-from genmem.envs.benches import open_dataset
+from genmem.envs.benches import open_bench
 from genmem.experiments.coldstart import _structured, final_answer, query_evidence
 from genmem.experiments.experience_schemas import (
     EXPERIENCE_FIELDS,
@@ -89,24 +89,26 @@ def test_structured_gives_up_and_reports_every_error() -> None:
     assert errors[0].startswith("ValidationError") and "cut off" in errors[1]
 
 
-def test_open_dataset_names_the_splits() -> None:
-    env = open_dataset("gsm8k", "train")
+def test_the_training_split_is_a_bench() -> None:
+    env = open_bench("gsm8k-train")
     assert env.name == "gsm8k-train" and len(env.tasks(3)) == 3
     assert env.experience_type == "reasoning"
-    with pytest.raises(ValueError, match="ships the split"):
-        open_dataset("hotpotqa", "train")
-    with pytest.raises(ValueError, match="unknown dataset"):
-        open_dataset("mmlu", "test")
+    assert env.tasks(1)[0].query != open_bench("gsm8k-test").tasks(1)[0].query
+    with pytest.raises(ValueError, match="unknown bench 'mmlu'"):
+        open_bench("mmlu")
 
 
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--dataset", "gsm8k", "--split", "dev"], "ships the split"),
-        (["--dataset", "gsm8k", "--limit", "3"], "fewer than the 48 codes"),
-        (["--dataset", "gsm8k", "--sizes", "4,a"], "--sizes"),
-        (["--dataset", "gsm8k", "--codebook", "/nonexistent"], "is not a folder"),
-        (["--dataset", "gsm8k", "--format", "qa"], "--format describes --data"),
+        (["--dataset", "gsm8k", "--split", "train"], "is now spelled --bench gsm8k-train"),
+        (["--dataset", "gsm8k"], "is now spelled --bench gsm8k-train"),
+        ([], "give --bench NAME"),
+        (["--bench", "gsm8k-dev"], "invalid choice"),
+        (["--bench", "gsm8k-train", "--limit", "3"], "fewer than the 48 codes"),
+        (["--bench", "gsm8k-train", "--sizes", "4,a"], "--sizes"),
+        (["--bench", "gsm8k-train", "--codebook", "/nonexistent"], "is not a folder"),
+        (["--bench", "gsm8k-train", "--format", "qa"], "--format describes --data"),
         (["--data", "/nonexistent.jsonl"], "does not exist"),
     ],
 )
@@ -114,9 +116,12 @@ def test_coldstart_cli_rejects_bad_input_before_any_work(
     tmp_path, capsys, extra: list[str], message: str
 ) -> None:
     bank = tmp_path / "bank.db"
-    code = main(
-        ["bank", "coldstart", *extra, "--bank", f"sqlite:///{bank}", "--out", str(tmp_path / "o")]
-    )
+    out = str(tmp_path / "o")
+    argv = ["bank", "coldstart", *extra, "--bank", f"sqlite:///{bank}", "--out", out]
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own refusals
+        code = exc.code
     assert code == 2 and message in capsys.readouterr().err
     assert not bank.exists() and not (tmp_path / "o" / "attempts.jsonl").exists()
 

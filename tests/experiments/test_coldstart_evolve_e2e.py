@@ -31,7 +31,7 @@ def test_coldstart_bank_then_online_evolution(tmp_path, monkeypatch, capsys) -> 
     out = tmp_path / "cold"
     bank = f"sqlite:///{tmp_path}/bank.db?bank=cold"
     args = [
-        "bank", "coldstart", "--dataset", "gsm8k", "--limit", str(PROBLEMS), "--attempts", "2",
+        "bank", "coldstart", "--bench", "gsm8k-train", "--limit", str(PROBLEMS), "--attempts", "2",
         "--sizes", "2,2,2,2", "--merge", "concat", "--max-steps", "1",
         "--max-new-tokens", "16", "--max-field-chars", "12", "--max-records", "1",
         "--bank", bank, "--out", str(out), "--json",
@@ -81,8 +81,9 @@ def test_coldstart_bank_then_online_evolution(tmp_path, monkeypatch, capsys) -> 
     input_entries = [e.model_dump() for e in live.entries()]
     ev = tmp_path / "evolve"
     code = main([
-        "evolve", "--bank", bank, "--dataset", "gsm8k", "--blocks", "2", "--block-size", str(BLOCK),
-        "--probe-size", str(PROBE), "--methods", ",".join(METHODS), "--max-steps", "1",
+        "evolve", "--bank", bank, "--bench", "gsm8k-test", "--blocks", "2",
+        "--block-size", str(BLOCK), "--probe-size", str(PROBE), "--methods", ",".join(METHODS),
+        "--max-steps", "1",
         "--max-new-tokens", "16", "--candidates", "2", "--memory-k", "2",
         "--out", str(ev), "--json",
     ])  # fmt: skip

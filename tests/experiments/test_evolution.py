@@ -83,11 +83,11 @@ def test_evolve_cli_rejects_bad_input(tmp_path, capsys) -> None:
     url = one_entry_bank(src, "x")
     base = ["evolve", "--bank", url, "--blocks", "2", "--block-size", "2", "--probe-size", "2"]
     out = ["--out", str(tmp_path / "o")]
-    assert main([*base, "--dataset", "gsm8k", "--methods", "sid,bm25", *out]) == 2
+    assert main([*base, "--bench", "gsm8k-test", "--methods", "sid,bm25", *out]) == 2
     assert "choose from" in capsys.readouterr().err
     for flag, value in (("--temperature", "-0.5"), ("--seeds", "0")):
         with pytest.raises(SystemExit) as exit_info:
-            main([*base, "--dataset", "gsm8k", flag, value, *out])
+            main([*base, "--bench", "gsm8k-test", flag, value, *out])
         assert exit_info.value.code == 2 and value in capsys.readouterr().err
     data = tmp_path / "five.jsonl"
     data.write_text(
@@ -99,7 +99,7 @@ def test_evolve_cli_rejects_bad_input(tmp_path, capsys) -> None:
     assert main([*base, "--data", str(data), *out]) == 2
     assert "need 6" in capsys.readouterr().err
     missing = f"sqlite:///{tmp_path}/none.db?bank=nope"
-    assert main(["evolve", "--bank", missing, *base[3:], "--dataset", "gsm8k", *out]) == 1
+    assert main(["evolve", "--bank", missing, *base[3:], "--bench", "gsm8k-test", *out]) == 1
     assert open_bank(url).stats().events == 1  # nothing was written to the input
 
 

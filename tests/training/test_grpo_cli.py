@@ -31,12 +31,14 @@ PROBE = "model.layers.0.self_attn.q_proj.weight"
     ("extra", "message"),
     [
         (["--config", "nope"], "use cpu, a100x8"),
-        (["--dataset", "gsm8k", "--split", "dev"], "split"),
+        (["--dataset", "gsm8k", "--split", "train"], "is now spelled --bench gsm8k-train"),
+        (["--bench", "gsm8k-dev"], "invalid choice"),
         (["--data", "/no/tasks.jsonl"], "does not exist"),
         (["--format", "qa"], "--format describes --data"),
         (["--planner-model", "vllm:nohash"], "has no '#'"),
         (["--completion", "all"], "invalid choice"),
         (["--max-failures", "-1"], "must be >= 0"),
+        (["--max-steps", "2"], "are --train-steps (the planner's steps are --max-planner-steps)"),
     ],
 )
 def test_bad_input_exits_2(seed_bank_url, tmp_path, capsys, extra, message) -> None:
@@ -96,7 +98,7 @@ def test_joint_grpo_trains_whole_turns_through_the_graph(
     events_before = [e.model_dump() for e in open_bank(seed_bank_url).events()]
     out = tmp_path / "grpo"
     code = main([
-        "train", "grpo", "--bank", seed_bank_url, "--limit", "1", "--max-steps", "2",
+        "train", "grpo", "--bank", seed_bank_url, "--limit", "1", "--train-steps", "2",
         "--constrained", "--max-new-tokens", "16", "--out", str(out), "--json",
     ])  # fmt: skip
     assert code == 0
@@ -178,7 +180,7 @@ def test_sid_only_grpo_trains_the_sid_turn(
 ) -> None:
     out = tmp_path / "grpo-sid"
     code = main([
-        "train", "grpo", "--bank", seed_bank_url, "--limit", "1", "--max-steps", "1",
+        "train", "grpo", "--bank", seed_bank_url, "--limit", "1", "--train-steps", "1",
         "--role", "evolver", "--completion", "sid", "--constrained", "--no-judge",
         "--max-new-tokens", "16", "--out", str(out), "--json",
     ])  # fmt: skip

@@ -44,7 +44,7 @@ def test_align_two_steps_then_the_policy_loads_and_generates_sids(
     preset = tmp_path / "tiny.yaml"  # a preset file over the cpu preset: small, short batches
     preset.write_text("base: cpu\nper_device_train_batch_size: 2\nmax_length: 256\n")
     code = main([
-        "train", "align", "--bank", seed_bank_url, "--config", str(preset), "--max-steps", "2",
+        "train", "align", "--bank", seed_bank_url, "--config", str(preset), "--train-steps", "2",
         "--eval-size", "2", "--max-context-tokens", "128", "--max-target-chars", "300",
         "--out", str(out), "--json",
     ])  # fmt: skip
