@@ -1,0 +1,177 @@
+"""A local OpenAI-compatible server for the default model or a policy directory.
+
+:func:`start_server` runs ``transformers serve`` (transformers' own FastAPI server: chat and text
+completions, continuous batching; ``pip install "genmem[serve]"``) as a child process on the
+loopback interface, waits until it answers ``/health`` and returns a :class:`RunningServer`
+whose :attr:`RunningServer.spec` is the ``vllm:<url>#<model>`` spec every other command takes.
+
+The server answers chat completions but ignores ``tools``/``tool_choice`` and ``response_format``
+(it says so in its log): roles that bind tools or ask for a JSON schema get plain text back.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from genmem.errors import InvalidModelSpec, ModelUnavailable
+
+__all__ = ["RunningServer", "ServeConfig", "policy_directory", "server_command", "start_server"]
+
+_SERVE_HINT = 'pip install "genmem[serve]" (transformers[serving]: FastAPI and Uvicorn)'
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeConfig:
+    """What to serve, where, and how."""
+
+    model: str = "local"
+    """``local`` (the embedded default), ``local:DIR`` or ``DIR`` (a model or policy folder)."""
+    host: str = "127.0.0.1"
+    """Interface to listen on (loopback unless you mean to expose the model)."""
+    port: int = 8000
+    continuous_batching: bool = True
+    """Batch concurrent requests token by token (paged attention; works on CPU too)."""
+    device: str = "cpu"
+    dtype: str = "float32"
+    startup_timeout: float = 180.0
+    """Seconds to wait for ``/health`` before giving up."""
+    threads: int | None = None
+    """Torch threads of the server (``OMP_NUM_THREADS``); None leaves the default."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Extra environment for the server process."""
+
+
+def policy_directory(spec: str) -> Path:
+    """The model folder a ``--model`` spec names (``local`` converts the embedded one once)."""
+    from genmem.policies.local import _default_dir
+
+    text = spec.strip()
+    if text in ("local", "default"):
+        return _default_dir()
+    path = Path(text.removeprefix("local:")).expanduser()
+    if not (path / "config.json").is_file():
+        raise InvalidModelSpec(
+            f"--model {spec!r}: serve 'local' (the embedded model) or a model folder "
+            "('local:DIR' or DIR, with a config.json)",
+            spec=spec,
+        )
+    return path.resolve()
+
+
+def server_command(config: ServeConfig, directory: Path) -> list[str]:
+    """The ``transformers serve`` command line for ``directory``."""
+    cmd = [
+        sys.executable, "-m", "transformers.cli.transformers", "serve", str(directory),
+        "--host", config.host, "--port", str(config.port),
+        "--device", config.device, "--dtype", config.dtype,
+    ]  # fmt: skip
+    batching = "--continuous-batching" if config.continuous_batching else "--no-continuous-batching"
+    return [*cmd, batching]
+
+
+@dataclass
+class RunningServer:
+    """A started server: its spec, URL and process (stop it with :meth:`stop` or ``with``)."""
+
+    process: subprocess.Popen[bytes]
+    base_url: str
+    model: str
+    log: Path
+    _cache: Path
+
+    @property
+    def spec(self) -> str:
+        """The model spec other commands take (``--model``)."""
+        return f"vllm:{self.base_url}#{self.model}"
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """Terminate the server (kill it if it does not exit within ``timeout``)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self._cache, ignore_errors=True)
+
+    def __enter__(self) -> RunningServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _check_port(host: str, port: int) -> None:
+    """ModelUnavailable when ``host:port`` cannot be bound (another server holds it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise ModelUnavailable(
+                f"cannot listen on {host}:{port} ({exc.strerror}); pick another --port"
+            ) from None
+
+
+def _check_installed() -> None:
+    import importlib.util
+
+    missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ModelUnavailable(f"serving needs {', '.join(missing)}: {_SERVE_HINT}")
+
+
+def start_server(config: ServeConfig, log: Path | None = None) -> RunningServer:
+    """Start the server and wait until it answers (ModelUnavailable with its log tail if not)."""
+    directory = policy_directory(config.model)
+    _check_installed()
+    _check_port(config.host, config.port)
+    # The server lists models by scanning the hub cache, which must exist; an empty private one
+    # keeps it from reading (or writing) the user's. Nothing is downloaded: the model is a folder.
+    cache = Path(tempfile.mkdtemp(prefix="genmem-serve-"))
+    env = os.environ | {"HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"} | config.env
+    if config.threads is not None:
+        env["OMP_NUM_THREADS"] = str(config.threads)
+    log = log or cache / "server.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            server_command(config, directory), stdout=sink, stderr=subprocess.STDOUT, env=env
+        )
+    server = RunningServer(
+        process, f"http://{config.host}:{config.port}/v1", str(directory), log, cache
+    )
+    deadline = time.monotonic() + config.startup_timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            tail = _tail(log)
+            server.stop()
+            raise ModelUnavailable(f"the server exited (code {process.returncode}): {tail}")
+        try:
+            if httpx.get(f"http://{config.host}:{config.port}/health", timeout=2).is_success:
+                return server
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    server.stop()
+    raise ModelUnavailable(
+        f"the server did not answer within {config.startup_timeout:.0f} s: {_tail(log)}"
+    )
+
+
+def _tail(log: Path, lines: int = 3) -> str:
+    """The last lines of the server's log, on one line."""
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return "(no log)"
+    return " | ".join(text[-lines:]) or "(empty log)"
