@@ -11,7 +11,14 @@ from typing import Any
 from genmem.cli.common import CLIError, add_budget_arguments, emit, positive_int
 from genmem.cli.tasks import add_task_arguments, check_task_source
 
-__all__ = ["RUN_BENCHES", "add_loop_arguments", "build_loop_app", "register", "scorer_for"]
+__all__ = [
+    "RUN_BENCHES",
+    "add_loop_arguments",
+    "addressing_policy",
+    "build_loop_app",
+    "register",
+    "scorer_for",
+]
 
 RUN_BENCHES = ("gsm8k-train", "gsm8k-test")
 """The benches ``run`` reads as a query stream (other benches run through ``genmem eval``)."""
@@ -56,6 +63,11 @@ def add_loop_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="local", help="model spec for every role (default local)")
     add_budget_arguments(p)
     p.add_argument("--beam", type=positive_int, default=1, help="SID candidates (1 = greedy)")
+    p.add_argument(
+        "--sid-model",
+        help="the addressing policy that decodes SIDs: local or local:DIR (default: the --model "
+        "policy when it is local, else local)",
+    )
     p.add_argument(
         "--scorer",
         choices=("auto", "gsm8k", "exact", "none"),
@@ -102,11 +114,29 @@ def build_loop_app(args: argparse.Namespace, scorer: Any) -> Any:
     planner = StackPlannerConfig(budget=StackBudget(max_steps=args.max_steps))
     graph = build_genmem_graph(
         capped_chat_model(args.model, args.max_new_tokens),
+        sid_generator=addressing_policy(args.model, args.sid_model),
         retriever_config=retriever,
         planner_config=planner,
         scorer=scorer,
     )
     return graph.compile(name="genmem")
+
+
+def addressing_policy(model: str, sid_model: str | None) -> Any:
+    """The SID generator factory for ``--sid-model`` (None: decode on the local chat model).
+
+    A served chat model (``vllm:...``) has no local weights to decode SIDs with; its runs address
+    with the embedded policy unless ``--sid-model`` names another local one.
+    """
+    from genmem.cli.sid import sid_generator_for
+
+    local = model.strip() in ("local", "default") or model.startswith("local:")
+    if sid_model is None and local:
+        return None
+    spec = sid_model or "local"
+    if not (spec in ("local", "default") or spec.startswith("local:")):
+        raise CLIError(f"--sid-model {spec!r}: use local or local:DIR (a policy directory)")
+    return lambda bank, config: sid_generator_for(spec, bank, allowed=config.allowed)
 
 
 def _queries(args: argparse.Namespace) -> list[dict[str, Any]]:

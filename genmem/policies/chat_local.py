@@ -44,8 +44,11 @@ from genmem.policies.local import LocalPolicy, load_policy
 __all__ = [
     "ChatLocal",
     "content_text",
+    "forced_tool",
     "format_tools_block",
     "parse_tool_calls",
+    "response_schema",
+    "schema_output",
     "to_chat_messages",
 ]
 
@@ -60,7 +63,7 @@ _TOOLS_INTRO = (
 )
 
 
-def _response_schema(response_format: Any) -> dict[str, Any] | None:
+def response_schema(response_format: Any) -> dict[str, Any] | None:
     """The JSON schema a ``response_format`` asks for (OpenAI shapes or a bare schema)."""
     if response_format is None:
         return None
@@ -173,6 +176,40 @@ def parse_tool_calls(text: str) -> tuple[str, list[Any], list[Any]]:
     return _CALL.sub("", text).strip(), calls, invalid
 
 
+def forced_tool(tools: Sequence[dict[str, Any]], tool_choice: Any) -> str | None:
+    """Name of the tool a reply must call, if ``tool_choice`` pins one down."""
+    names = [t["function"]["name"] for t in tools]
+    if isinstance(tool_choice, dict):
+        tool_choice = tool_choice.get("function", {}).get("name")
+    if tool_choice in ("any", "required", True) and len(names) == 1:
+        return names[0]
+    if isinstance(tool_choice, str) and tool_choice in names:
+        return tool_choice
+    return None
+
+
+def schema_output(
+    model: BaseChatModel, schema: dict[str, Any] | type, include_raw: bool
+) -> Runnable[LanguageModelInput, Any]:
+    """``model`` bound to ``response_format`` json_schema, its reply parsed (LangChain's shapes)."""
+    from langchain_core.output_parsers import JsonOutputParser, PydanticOutputParser
+    from langchain_core.runnables import RunnableMap, RunnablePassthrough
+
+    from genmem.policies.structured import schema_of
+
+    bound = model.bind(response_format={"type": "json_schema", "schema": schema_of(schema)})
+    is_model = isinstance(schema, type) and issubclass(schema, BaseModel)
+    parser = PydanticOutputParser(pydantic_object=schema) if is_model else JsonOutputParser()
+    if not include_raw:
+        return bound | parser
+    parse = RunnablePassthrough.assign(
+        parsed=lambda x: parser.invoke(x["raw"]), parsing_error=lambda _: None
+    )
+    fallback = RunnablePassthrough.assign(parsed=lambda _: None)
+    with_error = parse.with_fallbacks([fallback], exception_key="parsing_error")
+    return RunnableMap(raw=bound) | with_error
+
+
 class ChatLocal(BaseChatModel):
     """Chat with a local transformers policy directory (default: the embedded SmolLM2)."""
 
@@ -225,17 +262,6 @@ class ChatLocal(BaseChatModel):
         formatted = [convert_to_openai_tool(t) for t in tools]
         return self.bind(tools=formatted, tool_choice=tool_choice, **kwargs)
 
-    def _forced_tool(self, tools: Sequence[dict[str, Any]], tool_choice: Any) -> str | None:
-        """Name of the tool the reply must call, if the choice pins one down."""
-        names = [t["function"]["name"] for t in tools]
-        if isinstance(tool_choice, dict):
-            tool_choice = tool_choice.get("function", {}).get("name")
-        if tool_choice in ("any", "required", True) and len(names) == 1:
-            return names[0]
-        if isinstance(tool_choice, str) and tool_choice in names:
-            return tool_choice
-        return None
-
     def _generate(
         self,
         messages: list[BaseMessage],
@@ -244,8 +270,8 @@ class ChatLocal(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         tools = kwargs.pop("tools", None) or []
-        forced = self._forced_tool(tools, kwargs.pop("tool_choice", None))
-        schema = _response_schema(kwargs.pop("response_format", None))
+        forced = forced_tool(tools, kwargs.pop("tool_choice", None))
+        schema = response_schema(kwargs.pop("response_format", None))
         policy = self.policy
         tok = policy.tokenizer
         prompt = tok.apply_chat_template(
@@ -292,22 +318,7 @@ class ChatLocal(BaseChatModel):
             return super().with_structured_output(
                 schema, include_raw=include_raw, method=method, **kwargs
             )
-        from langchain_core.output_parsers import JsonOutputParser, PydanticOutputParser
-        from langchain_core.runnables import RunnableMap, RunnablePassthrough
-
-        from genmem.policies.structured import schema_of
-
-        bound = self.bind(response_format={"type": "json_schema", "schema": schema_of(schema)})
-        is_model = isinstance(schema, type) and issubclass(schema, BaseModel)
-        parser = PydanticOutputParser(pydantic_object=schema) if is_model else JsonOutputParser()
-        if not include_raw:
-            return bound | parser
-        parse = RunnablePassthrough.assign(
-            parsed=lambda x: parser.invoke(x["raw"]), parsing_error=lambda _: None
-        )
-        fallback = RunnablePassthrough.assign(parsed=lambda _: None)
-        with_error = parse.with_fallbacks([fallback], exception_key="parsing_error")
-        return RunnableMap(raw=bound) | with_error
+        return schema_output(self, schema, include_raw)
 
     def _complete(
         self, prompt: str, stop: list[str] | None, schema: dict[str, Any] | None = None

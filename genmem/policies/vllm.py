@@ -165,7 +165,11 @@ def parse_vllm_spec(spec: str, **overrides: Any) -> VLLMServerConfig:
 def vllm_chat_model(
     config: VLLMServerConfig, *, http_client: httpx.Client | None = None
 ) -> BaseChatModel:
-    """A ``ChatOpenAI`` on the server's chat completions endpoint (tool calls, JSON schema)."""
+    """A ``ChatOpenAI`` on the server's chat completions endpoint, in a :class:`ChatServer`.
+
+    The wrapper sends tool calls and JSON schemas natively and falls back to the text protocol
+    (with one warning) for a server that does not honour them.
+    """
     try:
         from langchain_openai import ChatOpenAI
     except ImportError as exc:
@@ -182,9 +186,16 @@ def vllm_chat_model(
         # vLLM's tool-call parsers run on chat completions; keep LangChain off /v1/responses.
         "use_responses_api": False,
     }
+    if config.max_tokens is not None:
+        # LangChain sends the cap as OpenAI's newer max_completion_tokens, which vLLM reads and
+        # other servers (transformers serve) ignore, generating to their own limit; send both.
+        kwargs["extra_body"] = {"max_tokens": config.max_tokens}
     if http_client is not None:
         kwargs["http_client"] = http_client
-    return ChatOpenAI(**kwargs)
+    from genmem.policies.server_chat import ChatServer
+
+    server = f"{config.base_url}#{config.model}"
+    return ChatServer(inner=ChatOpenAI(**kwargs), server=server)
 
 
 def chat_model_from_vllm_spec(

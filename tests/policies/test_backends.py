@@ -43,7 +43,7 @@ def test_missing_provider_package_says_install() -> None:
 def test_vllm_spec_goes_to_the_vllm_backend() -> None:
     pytest.importorskip("langchain_openai")
     model = load_chat_model("vllm:http://127.0.0.1:8000/v1#Qwen/Qwen2.5-7B-Instruct")
-    assert type(model).__name__ == "ChatOpenAI"
+    assert type(model).__name__ == "ChatServer" and type(model.inner).__name__ == "ChatOpenAI"
 
 
 def test_role_models_share_models_per_spec() -> None:

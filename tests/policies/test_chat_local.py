@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from genmem.policies.chat_local import (
     ChatLocal,
+    forced_tool,
     format_tools_block,
     parse_tool_calls,
     to_chat_messages,
@@ -109,14 +110,13 @@ def test_tools_without_system_message_get_one() -> None:
 
 
 def test_forced_tool_resolution() -> None:
-    chat = ChatLocal()
     two = [LOOKUP, {**LOOKUP, "function": {**LOOKUP["function"], "name": "other"}}]
-    assert chat._forced_tool([LOOKUP], "any") == "memory_lookup"
-    assert chat._forced_tool(two, "any") is None
-    assert chat._forced_tool(two, "other") == "other"
-    assert chat._forced_tool(two, {"type": "function", "function": {"name": "other"}}) == "other"
-    assert chat._forced_tool(two, "auto") is None
-    assert chat._forced_tool(two, None) is None
+    assert forced_tool([LOOKUP], "any") == "memory_lookup"
+    assert forced_tool(two, "any") is None
+    assert forced_tool(two, "other") == "other"
+    assert forced_tool(two, {"type": "function", "function": {"name": "other"}}) == "other"
+    assert forced_tool(two, "auto") is None
+    assert forced_tool(two, None) is None
 
 
 # -- the real embedded model -----------------------------------------------------------------

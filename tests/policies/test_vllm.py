@@ -115,8 +115,10 @@ def test_chat_model_fields_without_network() -> None:
     pytest.importorskip("langchain_openai")
     from langchain_core.language_models import BaseChatModel
 
-    model = chat_model_from_vllm_spec(SPEC, api_key="sk-x", max_tokens=64, timeout=7.0)
-    assert isinstance(model, BaseChatModel)
+    wrapper = chat_model_from_vllm_spec(SPEC, api_key="sk-x", max_tokens=64, timeout=7.0)
+    assert isinstance(wrapper, BaseChatModel)
+    assert wrapper.server == "http://localhost:8000/v1#Qwen/Qwen2.5-7B-Instruct"
+    model = wrapper.inner  # the ChatOpenAI that talks to the server
     assert model.model_name == "Qwen/Qwen2.5-7B-Instruct"
     assert model.openai_api_base == "http://localhost:8000/v1"
     assert model.openai_api_key.get_secret_value() == "sk-x"
@@ -173,6 +175,8 @@ def test_chat_model_tool_call_round_trip() -> None:
     body = json.loads(seen[0].content)
     assert body["model"] == "Qwen/Qwen2.5-7B-Instruct"
     assert body["tools"][0]["function"]["name"] == "memory_lookup"
+    # The cap under both names: transformers serve reads max_tokens only and ignores the other.
+    assert body["max_tokens"] == body["max_completion_tokens"] == 1024
 
 
 class _Pick(BaseModel):
