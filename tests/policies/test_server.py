@@ -10,12 +10,14 @@ import socket
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
 
 from genmem.cli import main
 from genmem.policies.backends import load_chat_model
+from genmem.policies.server import ServeConfig, server_command
 
 
 def _free_port() -> int:
@@ -44,6 +46,8 @@ def test_serve_answers_chat_requests_through_the_spec_it_prints(tmp_path) -> Non
             replies = list(pool.map(lambda q: chat.invoke(q).content, questions))
         assert all(isinstance(r, str) and r.strip() for r in replies)
         assert "CB: True" in (tmp_path / "server.log").read_text()  # batched, not one by one
+        rss_kb = int(Path(f"/proc/{info['pid']}/status").read_text().split("VmRSS:")[1].split()[0])
+        assert rss_kb < 4 * 2**20  # its KV cache is capped on CPU (the default took 10-13 GB)
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(60)
@@ -63,3 +67,11 @@ def test_busy_port_and_bad_model_exit_1_with_one_line(tmp_path, capsys) -> None:
     assert main(["serve", "--model", str(tmp_path)]) == 1
     err = capsys.readouterr().err.strip()
     assert "config.json" in err and len(err.splitlines()) == 1
+
+
+def test_the_kv_cache_is_capped_on_cpu_and_left_to_the_server_on_a_gpu(tmp_path) -> None:
+    cpu = server_command(ServeConfig(), tmp_path)
+    assert cpu[cpu.index("--cb-max-memory-percent") + 1] == "0.03"
+    assert "--cb-max-memory-percent" not in server_command(ServeConfig(device="cuda"), tmp_path)
+    single = server_command(ServeConfig(continuous_batching=False), tmp_path)
+    assert "--no-continuous-batching" in single and "--cb-max-memory-percent" not in single
