@@ -8,7 +8,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from genmem.cli.common import CLIError, add_budget_arguments, emit, positive_int
+from genmem.cli.common import (
+    CLIError,
+    add_budget_arguments,
+    add_sid_model_argument,
+    addressing_policy,
+    emit,
+    positive_int,
+)
 from genmem.cli.tasks import add_task_arguments, check_task_source, environment, first_error
 
 __all__ = ["register"]
@@ -44,6 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--limit", type=positive_int, help="first N tasks")
     p.add_argument("--model", default="local", help="model spec for every role (default local)")
+    add_sid_model_argument(p)
     p.add_argument(
         "--bank",
         help="bank URL the memory methods read (default: the GSM8K seed bank of reference "
@@ -98,6 +106,7 @@ def _bank_url(args: argparse.Namespace, out: Path, *, progress: bool) -> str:
 
 def _eval(args: argparse.Namespace) -> int:
     check_task_source(args)
+    sid_generator = addressing_policy(args.model, args.sid_model)  # a bad spec: exit 2 first
     methods = _methods(args)
     out = Path(args.out)
     if args.pairs:
@@ -126,7 +135,7 @@ def _eval(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CLIError(first_error(exc)) from None
     started = time.perf_counter()
-    report = evaluate(env, settings, out=out, progress=not args.json)
+    report = evaluate(env, settings, out=out, sid_generator=sid_generator, progress=not args.json)
     plot_eval_summary(report, env.metric_names, out / "summary.png")
     result = report.model_dump() | {
         "wall_seconds": round(time.perf_counter() - started, 1),

@@ -6,7 +6,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from genmem.cli.common import CLIError, add_budget_arguments, emit, positive_int
+from genmem.cli.common import (
+    CLIError,
+    add_budget_arguments,
+    add_sid_model_argument,
+    addressing_policy,
+    emit,
+    positive_int,
+)
 from genmem.cli.tasks import add_task_arguments, check_task_source, environment, first_error
 
 __all__ = ["register"]
@@ -45,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(default sid,frozen,tfidf,dense)",
     )
     p.add_argument("--model", default="local", help="model spec for every role (default local)")
+    add_sid_model_argument(p)
     p.add_argument("--candidates", type=positive_int, default=8, help="candidate budget (8)")
     p.add_argument("--no-rerank", action="store_true", help="use candidates in their own order")
     p.add_argument("--memory-k", type=positive_int, default=5, help="entries a lookup returns (5)")
@@ -136,6 +144,7 @@ def _evolve(args: argparse.Namespace) -> int:
             config,
             bank_url=args.bank,
             out=Path(args.out),
+            sid_generator=addressing_policy(args.model, args.sid_model),
             reference_sids=_reference_sids(args, env),
             progress=not args.json,
         )

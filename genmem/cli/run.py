@@ -8,13 +8,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from genmem.cli.common import CLIError, add_budget_arguments, emit, positive_int
+from genmem.cli.common import (
+    CLIError,
+    add_budget_arguments,
+    add_sid_model_argument,
+    addressing_policy,
+    emit,
+    positive_int,
+)
 from genmem.cli.tasks import add_task_arguments, check_task_source
 
 __all__ = [
     "RUN_BENCHES",
     "add_loop_arguments",
-    "addressing_policy",
     "build_loop_app",
     "register",
     "scorer_for",
@@ -63,11 +69,7 @@ def add_loop_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="local", help="model spec for every role (default local)")
     add_budget_arguments(p)
     p.add_argument("--beam", type=positive_int, default=1, help="SID candidates (1 = greedy)")
-    p.add_argument(
-        "--sid-model",
-        help="the addressing policy that decodes SIDs: local or local:DIR (default: the --model "
-        "policy when it is local, else local)",
-    )
+    add_sid_model_argument(p)
     p.add_argument(
         "--scorer",
         choices=("auto", "gsm8k", "exact", "none"),
@@ -120,23 +122,6 @@ def build_loop_app(args: argparse.Namespace, scorer: Any) -> Any:
         scorer=scorer,
     )
     return graph.compile(name="genmem")
-
-
-def addressing_policy(model: str, sid_model: str | None) -> Any:
-    """The SID generator factory for ``--sid-model`` (None: decode on the local chat model).
-
-    A served chat model (``vllm:...``) has no local weights to decode SIDs with; its runs address
-    with the embedded policy unless ``--sid-model`` names another local one.
-    """
-    from genmem.cli.sid import sid_generator_for
-
-    local = model.strip() in ("local", "default") or model.startswith("local:")
-    if sid_model is None and local:
-        return None
-    spec = sid_model or "local"
-    if not (spec in ("local", "default") or spec.startswith("local:")):
-        raise CLIError(f"--sid-model {spec!r}: use local or local:DIR (a policy directory)")
-    return lambda bank, config: sid_generator_for(spec, bank, allowed=config.allowed)
 
 
 def _queries(args: argparse.Namespace) -> list[dict[str, Any]]:

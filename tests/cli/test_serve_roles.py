@@ -15,7 +15,10 @@ import sys
 import pytest
 
 from genmem.cli import main
+from genmem.memory.location import open_store
+from genmem.memory.sid import DEFAULT_SPEC
 from genmem.policies.server_chat import TextProtocolWarning
+from tests.conftest import TEST_HASH
 
 
 @pytest.fixture(scope="module")
@@ -57,3 +60,25 @@ def test_closed_loop_roles_run_on_the_server(served, seed_bank_url, tmp_path, ca
     messages = [str(w.message) for w in said]
     assert len(messages) == len(set(messages)) and any("JSON schemas" in m for m in messages)
     assert all(served.split("vllm:", 1)[1] in m for m in messages)
+
+
+_EVOLVE = ["--blocks", "1", "--block-size", "1", "--probe-size", "1"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--bench", "gsm8k-test", "--bank", "sqlite:///{tmp}/b.db"],
+        ["eval", "--bench", "gsm8k-test"],
+        ["evolve", "--bench", "gsm8k-test", "--bank", "sqlite:///{tmp}/b.db", *_EVOLVE],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_sid_model_must_be_a_local_policy(tmp_path, capsys, argv: list[str]) -> None:
+    url = f"sqlite:///{tmp_path}/b.db"
+    open_store(url).create_bank("default", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
+    out = tmp_path / "out"
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert main([*argv, "--sid-model", "quantizer", "--out", str(out)]) == 2
+    assert "use local or local:DIR" in capsys.readouterr().err
+    assert not out.exists()
