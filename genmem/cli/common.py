@@ -13,7 +13,6 @@ __all__ = [
     "CLIError",
     "add_budget_arguments",
     "add_sid_model_argument",
-    "addressing_policy",
     "emit",
     "fail",
     "iter_jsonl",
@@ -111,20 +110,3 @@ def add_sid_model_argument(p: argparse.ArgumentParser) -> None:
         help="the addressing policy that decodes SIDs: local or local:DIR (default: the --model "
         "policy when it is local, else local)",
     )
-
-
-def addressing_policy(model: str, sid_model: str | None) -> Any:
-    """The SID generator factory for ``--sid-model`` (None: decode on the local chat model).
-
-    A served chat model (``vllm:...``) has no local weights to decode SIDs with; its runs address
-    with the embedded policy unless ``--sid-model`` names another local one.
-    """
-    from genmem.cli.sid import sid_generator_for
-
-    local = model.strip() in ("local", "default") or model.startswith("local:")
-    if sid_model is None and local:
-        return None
-    spec = sid_model or "local"
-    if not (spec in ("local", "default") or spec.startswith("local:")):
-        raise CLIError(f"--sid-model {spec!r}: use local or local:DIR (a policy directory)")
-    return lambda bank, config: sid_generator_for(spec, bank, allowed=config.allowed)

@@ -10,10 +10,10 @@ from genmem.cli.common import (
     CLIError,
     add_budget_arguments,
     add_sid_model_argument,
-    addressing_policy,
     emit,
     positive_int,
 )
+from genmem.cli.sid import addressing_policy
 from genmem.cli.tasks import add_task_arguments, check_task_source, environment, first_error
 
 __all__ = ["register"]

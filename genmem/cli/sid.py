@@ -8,7 +8,7 @@ from typing import Any
 
 from genmem.cli.common import CLIError, emit, positive_int
 
-__all__ = ["register", "sid_generator_for"]
+__all__ = ["addressing_policy", "register", "sid_generator_for"]
 
 _MODEL_HELP = (
     "addressing policy: 'local' (embedded SmolLM2, default), 'local:DIR' or DIR (a policy "
@@ -167,3 +167,18 @@ def _bench(args: argparse.Namespace) -> int:
     emit(report.model_dump(), as_json=args.json, text=report.table())
     sys.stdout.flush()
     return 0
+
+
+def addressing_policy(model: str, sid_model: str | None) -> Any:
+    """The SID generator factory for ``--sid-model`` (None: decode on the local chat model).
+
+    A served chat model (``vllm:...``) has no local weights to decode SIDs with; its runs address
+    with the embedded policy unless ``--sid-model`` names another local one.
+    """
+    local = model.strip() in ("local", "default") or model.startswith("local:")
+    if sid_model is None and local:
+        return None
+    spec = sid_model or "local"
+    if not (spec in ("local", "default") or spec.startswith("local:")):
+        raise CLIError(f"--sid-model {spec!r}: use local or local:DIR (a policy directory)")
+    return lambda bank, config: sid_generator_for(spec, bank, allowed=config.allowed)
