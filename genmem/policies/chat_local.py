@@ -43,6 +43,7 @@ from genmem.policies.local import LocalPolicy, load_policy
 
 __all__ = [
     "ChatLocal",
+    "HermesToolsMixin",
     "content_text",
     "forced_tool",
     "format_tools_block",
@@ -210,7 +211,42 @@ def schema_output(
     return RunnableMap(raw=bound) | with_error
 
 
-class ChatLocal(BaseChatModel):
+class HermesToolsMixin(BaseChatModel):
+    """``bind_tools`` and JSON-schema ``with_structured_output`` for models whose ``_generate``
+    reads ``tools``/``tool_choice``/``response_format`` from its keyword arguments."""
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | bool | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind tools (any form LangChain converts to OpenAI tool schemas)."""
+        formatted = [convert_to_openai_tool(t) for t in tools]
+        return self.bind(tools=formatted, tool_choice=tool_choice, **kwargs)
+
+    def with_structured_output(
+        self,
+        schema: dict[str, Any] | type,
+        *,
+        method: str = "json_schema",
+        include_raw: bool = False,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, Any]:
+        """Replies that follow ``schema``: ``response_format`` json_schema by default.
+
+        ``method="json_schema"`` binds the schema as ``response_format`` (ChatLocal constrains
+        decoding to it); ``"function_calling"`` asks through a forced tool call instead.
+        """
+        if method != "json_schema":
+            return super().with_structured_output(
+                schema, include_raw=include_raw, method=method, **kwargs
+            )
+        return schema_output(self, schema, include_raw)
+
+
+class ChatLocal(HermesToolsMixin):
     """Chat with a local transformers policy directory (default: the embedded SmolLM2)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -251,17 +287,6 @@ class ChatLocal(BaseChatModel):
             "temperature": self.temperature,
         }
 
-    def bind_tools(
-        self,
-        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
-        *,
-        tool_choice: str | bool | None = None,
-        **kwargs: Any,
-    ) -> Runnable[LanguageModelInput, AIMessage]:
-        """Bind tools (any form LangChain converts to OpenAI tool schemas)."""
-        formatted = [convert_to_openai_tool(t) for t in tools]
-        return self.bind(tools=formatted, tool_choice=tool_choice, **kwargs)
-
     def _generate(
         self,
         messages: list[BaseMessage],
@@ -300,25 +325,6 @@ class ChatLocal(BaseChatModel):
             },
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
-
-    def with_structured_output(
-        self,
-        schema: dict[str, Any] | type,
-        *,
-        method: str = "json_schema",
-        include_raw: bool = False,
-        **kwargs: Any,
-    ) -> Runnable[LanguageModelInput, Any]:
-        """Replies that follow ``schema``: constrained JSON decoding by default.
-
-        ``method="json_schema"`` (the default) constrains decoding to the schema, so the reply
-        always parses; ``"function_calling"`` asks through a forced tool call instead.
-        """
-        if method != "json_schema":
-            return super().with_structured_output(
-                schema, include_raw=include_raw, method=method, **kwargs
-            )
-        return schema_output(self, schema, include_raw)
 
     def _complete(
         self, prompt: str, stop: list[str] | None, schema: dict[str, Any] | None = None

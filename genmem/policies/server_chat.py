@@ -17,24 +17,19 @@ from __future__ import annotations
 import json
 import threading
 import warnings
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import Runnable
-from langchain_core.tools import BaseTool
-from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field
 
 from genmem.policies.chat_local import (
+    HermesToolsMixin,
     content_text,
     forced_tool,
     parse_tool_calls,
     response_schema,
-    schema_output,
     to_chat_messages,
 )
 
@@ -69,7 +64,18 @@ def _is_object_for(text: str, schema: dict[str, Any]) -> bool:
     return isinstance(obj, dict) and all(k in obj for k in schema.get("required", []))
 
 
-class ChatServer(BaseChatModel):
+class _Request(NamedTuple):
+    """One chat call, split into what the server may or may not honour."""
+
+    messages: list[BaseMessage]
+    stop: list[str] | None
+    tools: list[dict[str, Any]]
+    choice: Any
+    schema: dict[str, Any] | None
+    kwargs: dict[str, Any]
+
+
+class ChatServer(HermesToolsMixin):
     """An OpenAI-compatible chat model (``inner``) with the text protocol as its fallback."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -106,32 +112,6 @@ class ChatServer(BaseChatModel):
             stacklevel=2,
         )
 
-    def bind_tools(
-        self,
-        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
-        *,
-        tool_choice: str | bool | None = None,
-        **kwargs: Any,
-    ) -> Runnable[LanguageModelInput, AIMessage]:
-        """Bind tools (any form LangChain converts to OpenAI tool schemas)."""
-        formatted = [convert_to_openai_tool(t) for t in tools]
-        return self.bind(tools=formatted, tool_choice=tool_choice, **kwargs)
-
-    def with_structured_output(
-        self,
-        schema: dict[str, Any] | type,
-        *,
-        method: str = "json_schema",
-        include_raw: bool = False,
-        **kwargs: Any,
-    ) -> Runnable[LanguageModelInput, Any]:
-        """Replies that follow ``schema`` (the server's JSON schema mode, else the text one)."""
-        if method != "json_schema":
-            return super().with_structured_output(
-                schema, include_raw=include_raw, method=method, **kwargs
-            )
-        return schema_output(self, schema, include_raw)
-
     def _generate(
         self,
         messages: list[BaseMessage],
@@ -143,26 +123,21 @@ class ChatServer(BaseChatModel):
         choice = kwargs.pop("tool_choice", None)
         schema = response_schema(kwargs.pop("response_format", None))
         feature = "tools" if tools else "schema" if schema is not None else None
+        req = _Request(messages, stop, tools, choice, schema, kwargs)
         if feature is None:
             return self._result(self.inner.invoke(messages, stop=stop, **kwargs))
         if feature not in self.text_protocol():
-            reply, why = self._native(messages, stop, tools, choice, schema, kwargs)
+            reply, why = self._native(req)
             if why is None:
                 return self._result(reply)
             self._fall_back(feature, why)
-        return self._result(self._text(messages, stop, tools, choice, schema, kwargs))
+        return self._result(self._text(req))
 
-    def _native(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None,
-        tools: list[dict[str, Any]],
-        choice: Any,
-        schema: dict[str, Any] | None,
-        kwargs: dict[str, Any],
-    ) -> tuple[AIMessage | None, str | None]:
+    def _native(self, req: _Request) -> tuple[AIMessage | None, str | None]:
         """The server's own reply and, if it did not honour the feature, why not."""
         import openai
+
+        messages, stop, tools, choice, schema, kwargs = req
 
         if tools:
             model = self.inner.bind_tools(tools, tool_choice=choice)
@@ -189,16 +164,9 @@ class ChatServer(BaseChatModel):
             return reply, "the reply is not the JSON object asked for"
         return reply, None
 
-    def _text(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None,
-        tools: list[dict[str, Any]],
-        choice: Any,
-        schema: dict[str, Any] | None,
-        kwargs: dict[str, Any],
-    ) -> AIMessage:
+    def _text(self, req: _Request) -> AIMessage:
         """The reply through the text protocol: features stated in the prompt, parsed back."""
+        messages, stop, tools, choice, schema, kwargs = req
         turns = to_chat_messages(messages, tools)
         forced = forced_tool(tools, choice) if tools else None
         ask = ""
