@@ -175,10 +175,14 @@ def addressing_policy(model: str, sid_model: str | None) -> Any:
     A served chat model (``vllm:...``) has no local weights to decode SIDs with; its runs address
     with the embedded policy unless ``--sid-model`` names another local one.
     """
-    local = model.strip() in ("local", "default") or model.startswith("local:")
-    if sid_model is None and local:
+    if sid_model is None and _is_local(model):
         return None
     spec = sid_model or "local"
-    if not (spec in ("local", "default") or spec.startswith("local:")):
+    if not _is_local(spec):
         raise CLIError(f"--sid-model {spec!r}: use local or local:DIR (a policy directory)")
     return lambda bank, config: sid_generator_for(spec, bank, allowed=config.allowed)
+
+
+def _is_local(spec: str) -> bool:
+    """Whether a model spec names local weights (``local``, ``default`` or ``local:DIR``)."""
+    return spec.strip() in ("local", "default") or spec.startswith("local:")

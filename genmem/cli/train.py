@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from genmem.cli.common import CLIError, emit, fail, nonnegative_int, positive_int
 from genmem.cli.tasks import check_task_source, first_error
@@ -129,6 +130,16 @@ def _setup(args: argparse.Namespace):
     return preset, bank
 
 
+def _setup_with_tasks(args: argparse.Namespace, flag: str, chat: str) -> tuple[Any, Any]:
+    """The preset and the environment of a stage that runs tasks, every input checked first."""
+    from genmem.cli.tasks import environment
+
+    check_task_source(args)  # an old spelling or no tasks: exit 2 before any work
+    _chat_spec(flag, chat)
+    preset, _ = _setup(args)
+    return preset, environment(args)
+
+
 def _align(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
@@ -246,15 +257,10 @@ def _register_grpo(tsub: argparse._SubParsersAction) -> None:
 
 
 def _grpo(args: argparse.Namespace) -> int:
-    from genmem.cli.tasks import environment
     from genmem.training.config import RolloutConfig
     from genmem.training.grpo import run_grpo
 
-    check_task_source(args)  # an old spelling or no tasks: exit 2 before any work
-
-    _chat_spec("--planner-model", args.planner_model)
-    preset, _ = _setup(args)
-    env = environment(args)
+    preset, env = _setup_with_tasks(args, "--planner-model", args.planner_model)
     roles = ("retriever", "evolver") if args.role == "joint" else (args.role,)
     report = run_grpo(
         args.bank,
@@ -322,14 +328,9 @@ def _register_mid(tsub: argparse._SubParsersAction) -> None:
 
 
 def _mid(args: argparse.Namespace) -> int:
-    from genmem.cli.tasks import environment
     from genmem.training.mid import run_mid
 
-    check_task_source(args)  # an old spelling or no tasks: exit 2 before any work
-
-    _chat_spec("--teacher", args.teacher)
-    preset, _ = _setup(args)
-    env = environment(args)
+    preset, env = _setup_with_tasks(args, "--teacher", args.teacher)
     try:
         report = run_mid(
             args.bank,

@@ -94,10 +94,15 @@ def append_jsonl(path: str | Path, obj: Any) -> None:
     which a later read must refuse; it held no record, since readers never count it. One
     writer per file.
     """
-    line = obj.model_dump_json() if hasattr(obj, "model_dump_json") else json.dumps(obj)
     with Path(path).open("a+b") as fh:
         _cut_torn_tail(fh)
-        fh.write((line + "\n").encode("utf-8"))
+        fh.write(_line(obj))
+
+
+def _line(obj: Any) -> bytes:
+    """One JSONL line (a pydantic model or a JSON-able value), newline included."""
+    text = obj.model_dump_json() if hasattr(obj, "model_dump_json") else json.dumps(obj)
+    return (text + "\n").encode("utf-8")
 
 
 def replace_jsonl(path: str | Path, objs: Iterable[Any]) -> None:
@@ -112,8 +117,7 @@ def replace_jsonl(path: str | Path, objs: Iterable[Any]) -> None:
     try:
         with tmp.open("wb") as fh:
             for obj in objs:
-                line = obj.model_dump_json() if hasattr(obj, "model_dump_json") else json.dumps(obj)
-                fh.write((line + "\n").encode("utf-8"))
+                fh.write(_line(obj))
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
