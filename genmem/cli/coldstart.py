@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from genmem.cli.common import CLIError, emit, positive_int
+from genmem.cli.common import CLIError, add_concurrency_argument, emit, positive_int
 from genmem.cli.tasks import add_task_arguments, check_task_source, environment, first_error
 
 __all__ = ["register"]
@@ -23,7 +23,8 @@ def register(bsub: argparse._SubParsersAction, url_help: str) -> None:
             "The records' rich summaries are encoded, quantised with fitted (or --codebook) "
             "codebooks, merged per SID and written to --bank. --out gets attempts, "
             "assessments, experiences, failures (JSONL, resumable), stats.json/stats.md and "
-            "utilisation.png."
+            "utilisation.png. --concurrency N runs the attempts, summaries and extractions of "
+            "different tasks N at a time."
         ),
     )
     add_task_arguments(p, old_split="train")
@@ -49,6 +50,7 @@ def register(bsub: argparse._SubParsersAction, url_help: str) -> None:
     p.add_argument("--max-records", type=positive_int, default=2, help="experiences per task (2)")
     p.add_argument("--temperature", type=float, default=0.7, help="sampling of tries 2..K (0.7)")
     p.add_argument("--retries", type=int, default=2, help="retries of an unparsable reply (2)")
+    add_concurrency_argument(p)
     p.add_argument("--bank", required=True, help=url_help)
     p.add_argument("--out", required=True, help="output folder (rerun it to resume)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -101,7 +103,12 @@ def _coldstart(args: argparse.Namespace) -> int:
         )
     env = environment(args)
     report = build_coldstart_bank(
-        env, config, bank_url=args.bank, out=Path(args.out), progress=not args.json
+        env,
+        config,
+        bank_url=args.bank,
+        out=Path(args.out),
+        progress=not args.json,
+        concurrency=args.concurrency,
     )
     out = Path(args.out)
     emit(

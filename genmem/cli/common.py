@@ -12,7 +12,9 @@ from typing import Any
 __all__ = [
     "CLIError",
     "add_budget_arguments",
+    "add_concurrency_argument",
     "add_sid_model_argument",
+    "check_concurrency",
     "emit",
     "fail",
     "iter_jsonl",
@@ -48,6 +50,29 @@ def add_budget_arguments(p: argparse.ArgumentParser) -> None:
         default="occupied",
         help="SIDs MemRetriever may generate (default occupied: only addresses that hold entries)",
     )
+
+
+def add_concurrency_argument(p: argparse.ArgumentParser) -> None:
+    """``--concurrency N``: how many tasks run at once (one flag, one help, every command)."""
+    p.add_argument(
+        "--concurrency",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="tasks run at once (default 1: one after another, in order); records are the same "
+        "either way. It pays with a served model (genmem serve, vllm:URL#MODEL, an API): the "
+        "local model answers one call at a time. Games and WebShop (one episode at a time) and "
+        "a sampling local model still run one task at a time, with a warning",
+    )
+
+
+def check_concurrency(args: argparse.Namespace) -> None:
+    """Refuse ``--concurrency`` > 1 with ``--mode evolve`` (CLIError): updates land in order."""
+    if args.concurrency > 1 and args.mode == "evolve":
+        raise CLIError(
+            f"--concurrency {args.concurrency} with --mode evolve: each update must land before "
+            "the next task reads the bank; use --mode read_only, or --concurrency 1"
+        )
 
 
 def _int_at_least(value: str, low: int) -> int:

@@ -11,7 +11,9 @@ from typing import Any
 from genmem.cli.common import (
     CLIError,
     add_budget_arguments,
+    add_concurrency_argument,
     add_sid_model_argument,
+    check_concurrency,
     emit,
     positive_int,
 )
@@ -39,7 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             "summary.png into --out: each mean over all tasks (an errored run counts as a "
             "failure) with a 95% bootstrap interval, and each memory method minus none task by "
             "task. With --pairs, scores addressing alone: Candidate Hit, Hit@1/5 and per-level "
-            f"prefix hits, with intervals. Benches: {benches}."
+            "prefix hits, with intervals. --concurrency N runs N (method, task) runs at once "
+            "in read_only mode (evolve mode writes each method's bank in task order: N must be "
+            f"1). Benches: {benches}."
         ),
     )
     src = add_task_arguments(p)
@@ -72,6 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-rerank", action="store_true", help="use candidates in their own order")
     p.add_argument("--memory-k", type=positive_int, default=5, help="entries a lookup returns (5)")
     add_budget_arguments(p)
+    add_concurrency_argument(p)
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--json", action="store_true", help="print one JSON summary object")
     p.set_defaults(func=_eval)
@@ -106,6 +111,7 @@ def _bank_url(args: argparse.Namespace, out: Path, *, progress: bool) -> str:
 
 def _eval(args: argparse.Namespace) -> int:
     check_task_source(args)
+    check_concurrency(args)
     sid_generator = addressing_policy(args.model, args.sid_model)  # a bad spec: exit 2 first
     methods = _methods(args)
     out = Path(args.out)
@@ -135,7 +141,14 @@ def _eval(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CLIError(first_error(exc)) from None
     started = time.perf_counter()
-    report = evaluate(env, settings, out=out, sid_generator=sid_generator, progress=not args.json)
+    report = evaluate(
+        env,
+        settings,
+        out=out,
+        sid_generator=sid_generator,
+        progress=not args.json,
+        concurrency=args.concurrency,
+    )
     plot_eval_summary(report, env.metric_names, out / "summary.png")
     result = report.model_dump() | {
         "wall_seconds": round(time.perf_counter() - started, 1),

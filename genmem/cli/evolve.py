@@ -9,6 +9,7 @@ from typing import Any
 from genmem.cli.common import (
     CLIError,
     add_budget_arguments,
+    add_concurrency_argument,
     add_sid_model_argument,
     emit,
     positive_int,
@@ -37,7 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             "counts an errored run as a failure and carries a 95% bootstrap interval over probe "
             "tasks; sid minus frozen is paired by task at each checkpoint. --seeds N repeats "
             "the run per decoding seed (a sampling model: --temperature > 0) into seed<s>/ and "
-            "pools the probes by task."
+            "pools the probes by task. --concurrency N runs a checkpoint's probe runs N at a "
+            "time; the stream itself always runs in order, each update applied before the next "
+            "query."
         ),
     )
     p.add_argument("--bank", required=True, help="the starting bank (never written; copied)")
@@ -75,6 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(by default their t0 runs are reused: same graph, task and snapshot)",
     )
     add_budget_arguments(p)
+    add_concurrency_argument(p)
     p.add_argument("--out", required=True, help="output folder (rerun it to resume)")
     p.add_argument("--json", action="store_true", help="print one JSON summary object")
     p.set_defaults(func=_evolve)
@@ -147,6 +151,7 @@ def _evolve(args: argparse.Namespace) -> int:
             sid_generator=addressing_policy(args.model, args.sid_model),
             reference_sids=_reference_sids(args, env),
             progress=not args.json,
+            concurrency=args.concurrency,
         )
     except ValueError as exc:
         raise CLIError(str(exc)) from None

@@ -11,7 +11,9 @@ from typing import Any
 from genmem.cli.common import (
     CLIError,
     add_budget_arguments,
+    add_concurrency_argument,
     add_sid_model_argument,
+    check_concurrency,
     emit,
     positive_int,
 )
@@ -40,7 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             "it up, StackPlanner solves the task with that support, MemEvolver writes one update "
             "(mode evolve) before the next query. Writes results.jsonl (query, SID, retrieved, "
             "support, answer, score, trajectory, update) and summary.json into --out; a rerun "
-            "into the same folder continues after the last recorded query."
+            "into the same folder continues after the recorded queries. --concurrency N runs N "
+            "queries at once in read_only and no_memory mode; in evolve mode each update is "
+            "applied before the next query reads the bank, so N must be 1 (exit 2 otherwise)."
         ),
     )
     p.add_argument("--bank", required=True, help="bank URL, e.g. sqlite:///bank.db?bank=gsm8k")
@@ -54,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=positive_int, help="first N queries only")
     p.add_argument("--out", required=True, help="output folder")
     add_loop_arguments(p)
+    add_concurrency_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON summary object")
     p.set_defaults(func=_run)
 
@@ -148,6 +153,7 @@ def _run(args: argparse.Namespace) -> int:
     from genmem.experiments.runner import run_stream, summarize
     from genmem.memory.location import open_bank
 
+    check_concurrency(args)
     queries = _queries(args)
     bank = open_bank(args.bank)  # fails early, with a clear error, on a bad URL or bank
     if args.mode == "evolve" and bank.read_only:
@@ -164,6 +170,7 @@ def _run(args: argparse.Namespace) -> int:
         mode=args.mode,
         out=out,
         progress=not args.json,
+        concurrency=args.concurrency,
     )
     settings = {
         "bank": args.bank,

@@ -6,7 +6,8 @@ interactive environments, the episode's own success signal) into an :class:`Outc
 
 Interactive environments keep one episode per task: the runner calls :meth:`Environment.start`
 before the graph runs and :meth:`Environment.finish` after it, and the tools act on that
-episode. Environments are run one task at a time.
+episode; such an environment sets :attr:`Environment.concurrent_tasks` to False and is run
+one task at a time. The others may run several tasks at once (``--concurrency``).
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ class Environment(ABC):
     """Whether the agent itself can observe how a run went (a game's won flag, a shop's
     reward). False when only a comparison with the hidden reference could tell: then no agent
     may be told the outcome (:meth:`signal` gives None)."""
+    concurrent_tasks: bool = True
+    """Whether several tasks may run at once on this instance. False when :meth:`start` and
+    :meth:`finish` hold the one open episode that the tools act on (games, a shop)."""
 
     @abstractmethod
     def tasks(self, limit: int | None = None) -> list[Task]:

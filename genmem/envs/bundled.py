@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ GSM8K_TRAIN = DATA_DIR / "gsm8k" / "train.jsonl"
 
 _CALC = re.compile(r"<<[^>]*>>")
 _CHUNK = 1 << 16  # bytes read per step when looking back for the last newline
+_APPEND = threading.Lock()  # threads of one run (--concurrency) take turns at every file
 
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -92,11 +94,12 @@ def append_jsonl(path: str | Path, obj: Any) -> None:
     A torn last line (see :func:`jsonl_rows`) is cut away first. Cutting, rather than starting
     a new line after it, keeps the fragment from becoming a bad line in the middle of the file,
     which a later read must refuse; it held no record, since readers never count it. One
-    writer per file.
+    process per file; its threads take turns.
     """
-    with Path(path).open("a+b") as fh:
+    line = _line(obj)
+    with _APPEND, Path(path).open("a+b") as fh:
         _cut_torn_tail(fh)
-        fh.write(_line(obj))
+        fh.write(line)
 
 
 def _line(obj: Any) -> bytes:

@@ -258,6 +258,7 @@ class TextGameEnvironment(Environment):
     metric_names = ("success",)
     tool_prefix = "game"
     outcome_observable = True  # the episode itself says whether it was won
+    concurrent_tasks = False  # the tools act on the one open episode
     game_name = "text"
 
     def __init__(self, *, max_steps: int) -> None:

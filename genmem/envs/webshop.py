@@ -336,6 +336,7 @@ class WebShopEnvironment(Environment):
     experience_type = "sop"
     metric_names = ("score", "success")
     outcome_observable = True  # the shop pays its reward to the agent
+    concurrent_tasks = False  # the tools act on the one open session
 
     def __init__(
         self,

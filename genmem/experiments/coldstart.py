@@ -18,7 +18,10 @@ any environment's training tasks:
 
 Model replies that do not parse are retried with shorter fields, then written to
 ``failures.jsonl``: nothing is dropped silently or made up. Every stage appends to its own JSONL
-file in the output folder as it goes, so an interrupted run continues where it stopped.
+file in the output folder as it goes, so an interrupted run continues where it stopped. With
+``concurrency`` > 1 the tries, summaries and extractions of different tasks go that many at once
+(:mod:`genmem.experiments.pool`; tries one at a time when the environment holds one episode or
+the local model samples them) and lines land as they finish.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from genmem.experiments.experience_schemas import (
     capped_schema,
     experience_text,
 )
+from genmem.experiments.pool import run_tasks, task_workers
 from genmem.memory.data_block import data_block, escape_data
 
 __all__ = [
@@ -233,11 +237,14 @@ def _structured(
 class _Stages:
     """The model-driven stages, their files in ``out`` and what each has done."""
 
-    def __init__(self, env: Environment, config: ColdStartConfig, out: Path, chat: Any) -> None:
+    def __init__(
+        self, env: Environment, config: ColdStartConfig, out: Path, chat: Any, concurrency: int = 1
+    ) -> None:
         self.env = env
         self.config = config
         self.out = out
         self.chat = chat
+        self.concurrency = concurrency
         self.attempts_path = out / "attempts.jsonl"
         self.assess_path = out / "assessments.jsonl"
         self.experiences_path = out / "experiences.jsonl"
@@ -258,18 +265,27 @@ class _Stages:
         have = {(a.query_id, a.k) for a in done}
         todo = [(t, k) for t in tasks for k in range(self.config.attempts) if (t.id, k) not in have]
         if todo:
-            planners = self._planners()
-            for task, k in tqdm(todo, desc="attempts", unit="try", disable=not progress):
-                record = self._attempt(planners[min(k, 1)], task, k)
+            planners, sampler = self._planners()
+            sampled = sampler if self.config.attempts > 1 else None
+            workers = task_workers(self.concurrency, self.env, chat=sampled, what="attempts")
+            bar = tqdm(total=len(todo), desc="attempts", unit="try", disable=not progress)
+
+            def attempt(item: tuple[Task, int]) -> AttemptRecord:
+                return self._attempt(planners[min(item[1], 1)], *item)
+
+            for _, record in run_tasks(attempt, todo, concurrency=workers):
                 append_jsonl(self.attempts_path, record)
                 done.append(record)
+                bar.update(1)
+            bar.close()
         by_query: dict[str, list[AttemptRecord]] = {}
         for a in sorted(done, key=lambda a: a.k):
             by_query.setdefault(a.query_id, []).append(a)
         return by_query
 
-    def _planners(self) -> list[Any]:
-        """Compiled StackPlanner graphs: greedy (first try) and sampled (the others)."""
+    def _planners(self) -> tuple[list[Any], Any]:
+        """Compiled StackPlanner graphs, greedy (first try) and sampled (the others); the
+        sampled tries' model."""
         from genmem.graph.stack import StackBudget
         from genmem.graph.stackplanner import StackPlannerConfig, build_stackplanner_graph
         from genmem.policies.backends import capped_chat_model
@@ -290,7 +306,7 @@ class _Stages:
                     config=cfg,
                 ).compile()
             )
-        return graphs
+        return graphs, chat
 
     def _attempt(self, planner: Any, task: Task, k: int) -> AttemptRecord:
         import torch
@@ -349,10 +365,14 @@ class _Stages:
             for a in tries.get(t.id, [])
             if (t.id, a.k) not in summaries and (t.id, a.k) not in failed
         ]
-        for task, attempt in tqdm(todo, desc="assess", unit="try", disable=not progress):
-            summary = self._summarise(task, attempt)
+        bar = tqdm(total=len(todo), desc="assess", unit="try", disable=not progress)
+        for (task, attempt), summary in run_tasks(
+            lambda item: self._summarise(*item), todo, concurrency=self.concurrency
+        ):
             if summary is not None:
                 summaries[(task.id, attempt.k)] = summary
+            bar.update(1)
+        bar.close()
         return summaries
 
     def _summarise(self, task: Task, attempt: AttemptRecord) -> TrajectorySummary | None:
@@ -405,11 +425,17 @@ class _Stages:
         done = {x.query_id for x in lines}
         done |= {r["query_id"] for r in jsonl_rows(self.failures_path) if r["stage"] == "extract"}
         todo = [t for t in tasks if t.id not in done and tries.get(t.id)]
-        for task in tqdm(todo, desc="extract", unit="query", disable=not progress):
-            new = self._extract_one(task, tries[task.id], summaries)
+        bar = tqdm(total=len(todo), desc="extract", unit="query", disable=not progress)
+        for _, new in run_tasks(
+            lambda task: self._extract_one(task, tries[task.id], summaries),
+            todo,
+            concurrency=self.concurrency,
+        ):
             for line in new:
                 append_jsonl(self.experiences_path, line)
             lines.extend(new)
+            bar.update(1)
+        bar.close()
         order = {t.id: i for i, t in enumerate(tasks)}
         return sorted(lines, key=lambda x: (order.get(x.query_id, len(order)), x.index))
 
@@ -512,10 +538,12 @@ def build_coldstart_bank(
     out: Path,
     chat: Any = None,
     progress: bool = True,
+    concurrency: int = 1,
 ) -> ColdStartReport:
     """Run the cold-start pipeline on ``env``'s tasks into ``out`` and the bank ``bank_url``.
 
-    ``chat`` overrides the model of the summary, extraction and merge stages (tests).
+    ``chat`` overrides the model of the summary, extraction and merge stages (tests);
+    ``concurrency`` runs that many tries, summaries or extractions at once.
 
     Raises:
         ValueError: fewer records than the largest codebook size (fit) and no ``codebook``.
@@ -532,7 +560,7 @@ def build_coldstart_bank(
     parsed = parse_bank_url(bank_url)
     store = open_store(parsed)
     tasks = env.tasks(config.limit)
-    stages = _Stages(env, config, out, chat or capped_chat_model(config.model, None))
+    stages = _Stages(env, config, out, chat or capped_chat_model(config.model, None), concurrency)
     tries = stages.attempts(tasks, progress)
     summaries = stages.assess(tasks, tries, progress)
     lines = stages.extract(tasks, tries, summaries, progress)

@@ -7,9 +7,12 @@ method on a task before the next task, so a partial run compares the methods on 
 control, the default) or ``evolve`` (each method on its own copy of the bank, so one method's
 writes never reach another's). Every task is scored by its environment right after its run;
 one JSON line per (method, task) is appended to ``records.jsonl`` as it finishes, and a rerun
-into the same folder skips what is recorded. The summary holds the benchmark's metrics per
-method, success per subtask, time per task and, when ``none`` ran too, the paper's contrastive
-outcome of each memory method (with memory minus without, plus the bonus when both succeed).
+into the same folder skips what is recorded. With ``concurrency`` > 1 (``read_only`` only) that
+many runs go at once (:mod:`genmem.experiments.pool`) and lines land as runs finish; the file
+is rewritten in task order at the end, so its content never depends on timing. The summary
+holds the benchmark's metrics per method, success per subtask, time per task and, when ``none``
+ran too, the paper's contrastive outcome of each memory method (with memory minus without, plus
+the bonus when both succeed).
 
 Every mean is over all ``n`` runs of a method (the paper's Eq. 34): a run that errored counts
 as a failure, score 0 and every metric 0, and the error count is reported beside it. The same
@@ -23,9 +26,11 @@ settings are written beside them (``intervals``).
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from genmem.envs.base import Environment, Outcome, Task
 from genmem.envs.bundled import append_jsonl, jsonl_rows, replace_jsonl
 from genmem.experiments.methods import Method, check_methods, method_generator
+from genmem.experiments.pool import run_tasks, task_workers
 from genmem.experiments.stats import (
     DEFAULT_INTERVALS,
     IntervalSettings,
@@ -50,6 +56,10 @@ __all__ = [
     "evaluate",
     "summary_markdown",
 ]
+
+# The task of the run in this thread: the graph's scorer and observer score that one, so runs
+# going at once never see each other's task (LangGraph carries it into its node threads).
+_TASK: ContextVar[Task] = ContextVar("genmem_eval_task")
 
 
 class EvalSettings(BaseModel):
@@ -177,11 +187,18 @@ def evaluate(
     progress: bool = True,
     on_record: Callable[[EvalRecord], None] | None = None,
     intervals: IntervalSettings = DEFAULT_INTERVALS,
+    concurrency: int = 1,
 ) -> EvalReport:
     """Run every method over ``env``'s tasks through the graph; write records and a summary.
 
     ``model`` (a chat model) and ``sid_generator`` override ``settings.model`` and the SID
     method's own decoding, for tests and for trained policies; ``intervals`` sets the bootstrap.
+    ``concurrency`` runs that many (method, task) runs at once; an environment that holds one
+    episode at a time runs them one by one (with a warning).
+
+    Raises:
+        ValueError: ``concurrency`` > 1 in ``evolve`` mode, where each method's updates must
+            land in task order.
     """
     from tqdm.auto import tqdm
 
@@ -191,67 +208,82 @@ def evaluate(
     from genmem.graph.stackplanner import StackPlannerConfig
     from genmem.policies.backends import capped_chat_model
 
+    if concurrency > 1 and settings.mode == "evolve":
+        raise ValueError(
+            f"concurrency {concurrency} in evolve mode: each method's updates must land in task "
+            "order; evaluate read_only, or with concurrency 1"
+        )
+    workers = task_workers(concurrency, env, what="evaluation runs")
     out.mkdir(parents=True, exist_ok=True)
     path = out / "records.jsonl"
     done = {(r.method, r.id) for r in _records(path)}
     tasks = env.tasks(settings.limit)
     tools = env.tools()
-    current: dict[str, Task] = {}
 
     def scorer(answer: str | None, reference: Any) -> float:
-        return env.score(current["task"], answer).score
+        return env.score(_TASK.get(), answer).score
 
     def observer(answer: str | None) -> str | None:
-        return env.signal(env.score(current["task"], answer))
+        return env.signal(env.score(_TASK.get(), answer))
 
     chat = model
     if chat is None:
         chat = capped_chat_model(settings.model, settings.max_new_tokens)
     graphs: dict[str, tuple[Any, str, dict[str, Any]]] = {}
+    building = threading.Lock()
 
     def graph_for(method: Method) -> tuple[Any, str, dict[str, Any]]:
-        """The compiled graph, mode and context of ``method`` (built on first use)."""
-        if method not in graphs:
-            app = build_genmem_graph(
-                chat,
-                sid_generator=sid_generator if method == "sid" else method_generator(method),
-                retriever_config=RetrieverConfig(
-                    beam=settings.candidates,
-                    rerank=settings.rerank and settings.candidates > 1,
-                    allowed=settings.allowed,
-                ),
-                planner_config=StackPlannerConfig(budget=StackBudget(max_steps=settings.max_steps)),
-                solver_tools=tools.solver,
-                research_tools=tools.research,
-                interactor_tools=tools.interactor,
-                scorer=scorer,
-                # Only an environment's own verdict may reach MemEvolver, never the score.
-                observer=observer if env.outcome_observable else None,
-            ).compile()
-            context: dict[str, Any] = {
-                "max_steps": settings.max_steps,
-                "memory_k": settings.memory_k,
-            }
-            bank_url = _bank_for(method, settings, out)
-            if bank_url:
-                context["bank_url"] = bank_url
-            graphs[method] = (app, "no_memory" if method == "none" else settings.mode, context)
-        return graphs[method]
+        """The compiled graph, mode and context of ``method`` (built once, on first use)."""
+        with building:
+            if method not in graphs:
+                app = build_genmem_graph(
+                    chat,
+                    sid_generator=sid_generator if method == "sid" else method_generator(method),
+                    retriever_config=RetrieverConfig(
+                        beam=settings.candidates,
+                        rerank=settings.rerank and settings.candidates > 1,
+                        allowed=settings.allowed,
+                    ),
+                    planner_config=StackPlannerConfig(
+                        budget=StackBudget(max_steps=settings.max_steps)
+                    ),
+                    solver_tools=tools.solver,
+                    research_tools=tools.research,
+                    interactor_tools=tools.interactor,
+                    scorer=scorer,
+                    # Only an environment's own verdict may reach MemEvolver, never the score.
+                    observer=observer if env.outcome_observable else None,
+                ).compile()
+                context: dict[str, Any] = {
+                    "max_steps": settings.max_steps,
+                    "memory_k": settings.memory_k,
+                }
+                bank_url = _bank_for(method, settings, out)
+                if bank_url:
+                    context["bank_url"] = bank_url
+                graphs[method] = (app, "no_memory" if method == "none" else settings.mode, context)
+            return graphs[method]
+
+    def run(item: tuple[Method, Task]) -> EvalRecord:
+        method, task = item
+        app, mode, context = graph_for(method)
+        return _run_one(env, app, task, method, mode, context)
 
     # Task by task, every method on a task before the next one: a partial run (or one stopped
     # and resumed) always compares the methods on the same tasks.
-    todo = [(m, t) for t in tasks for m in settings.methods if (m, t.id) not in done]
+    order = [(m, t) for t in tasks for m in settings.methods]
+    todo = [(m, t) for m, t in order if (m, t.id) not in done]
     bar = tqdm(total=len(todo), desc=f"eval {env.name}", unit="run", disable=not progress)
-    for method, task in todo:
-        app, mode, context = graph_for(method)
+    for (method, task), record in run_tasks(run, todo, concurrency=workers):
         bar.set_postfix_str(f"{method} {task.id}")
-        record = _run_one(env, app, task, method, mode, context, current)
         append_jsonl(path, record)  # cuts away a line torn by a killed run first
         if on_record is not None:
             on_record(record)
         bar.update(1)
     bar.close()
-    records = _with_contrastive(_records(path))
+    rank = {(m, t.id): i for i, (m, t) in enumerate(order)}
+    records = sorted(_records(path), key=lambda r: rank.get((r.method, r.id), len(rank)))
+    records = _with_contrastive(records)
     replace_jsonl(path, records)  # a kill here keeps the old file, never half of it
     report = EvalReport(
         bench=env.name,
@@ -272,7 +304,6 @@ def _run_one(
     method: str,
     mode: str,
     context: dict[str, Any],
-    current: dict[str, Task],
 ) -> EvalRecord:
     started = time.perf_counter()
     base = {
@@ -283,7 +314,7 @@ def _run_one(
         "reference": task.reference,
         "subtask": task.meta.get("subtask"),
     }
-    current["task"] = task
+    token = _TASK.set(task)
     try:
         env.start(task)
         try:
@@ -295,6 +326,8 @@ def _run_one(
     except Exception as exc:  # one failing task must not lose the run
         seconds = round(time.perf_counter() - started, 2)
         return EvalRecord(**base, error=repr(exc), seconds=seconds)
+    finally:
+        _TASK.reset(token)
     return EvalRecord(
         **base,
         answer=state.get("answer"),

@@ -17,7 +17,9 @@ read-only by every method on the same snapshot:
 
 So the SID method and the baselines see the same bank evolution; only addressing differs. Every
 stream query and probe run appends one JSON line as it finishes, and a rerun into the same
-folder continues where it stopped.
+folder continues where it stopped. With ``concurrency`` > 1 the probe runs of a checkpoint go
+that many at once (lines land as they finish); the stream always runs one query after another,
+each update applied before the next query.
 
 Every probe mean counts a run that errored as a failure (score 0, no hit) and comes with a
 bootstrap interval over probe tasks; ``sid`` minus ``frozen`` is paired by probe task at each
@@ -36,7 +38,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,7 @@ from genmem.experiments.evolution_stats import (
     CheckpointScore,
     ProbeRecord,
 )
+from genmem.experiments.pool import run_tasks, task_workers
 from genmem.experiments.stats import DEFAULT_INTERVALS, IntervalSettings
 
 __all__ = [
@@ -158,6 +161,7 @@ def run_evolution(
     reference_sids: Mapping[str, str] | None = None,
     progress: bool = True,
     intervals: IntervalSettings = DEFAULT_INTERVALS,
+    concurrency: int = 1,
 ) -> EvolveSummary | PooledEvolveSummary:
     """Run the online protocol over ``env``'s tasks; write records, snapshots, logs, summary.
 
@@ -165,6 +169,8 @@ def run_evolution(
     (tests, trained policies); ``reference_sids`` maps probe task ids to the SID that should
     serve them, for Candidate Hit, Hit@1/5 and prefix hits. With ``config.seeds > 1`` and a
     sampling model the run is repeated per decoding seed in ``out/seed<s>`` and pooled.
+    ``concurrency`` runs that many probe runs at once (one when the environment holds one
+    episode at a time or the local model samples: a warning says so).
 
     Raises:
         ValueError: too few tasks for the schedule, or a bad bank (nothing is written to it).
@@ -179,6 +185,7 @@ def run_evolution(
             config.model, config.max_new_tokens, temperature=config.temperature
         )
     kw = {"sid_generator": sid_generator, "reference_sids": reference_sids, "progress": progress}
+    kw["workers"] = task_workers(concurrency, env, chat=chat, what="probe runs")
     if config.seeds == 1 or _greedy(chat):
         note = None
         if config.seeds > 1:
@@ -208,6 +215,7 @@ def _run_once(
     sid_generator: Any,
     reference_sids: Mapping[str, str] | None,
     progress: bool,
+    workers: int = 1,
     note: str | None = None,
 ) -> EvolveSummary:
     """One run of the protocol with one decoding seed into ``out``."""
@@ -247,21 +255,24 @@ def _run_once(
                 append_jsonl(stream_path, _stream_record(i, c, task, state))
                 bar.update(1)
         snap_urls[c] = _checkpoint(work, c, out)
-        for method in config.methods:
-            url = None if method == "none" else snap_urls[0 if method == "frozen" else c]
-            for task in probe:
-                if (c, method, task.id) in probed:
-                    continue
-                bar.set_postfix_str(f"t{c} {method} {task.id}")
-                record = reuse.repeat(c, method, task.id) if reuse else None
-                if record is None:
-                    mode = "no_memory" if url is None else "read_only"
-                    state = runner.run(method, task, mode, url, phase=f"t{c}")
-                    record = _probe_record(c, method, task, state, refs, work.spec)
-                    if reuse:
-                        reuse.add(record)
-                append_jsonl(probe_path, record)
-                bar.update(1)
+
+        def probe_one(item: tuple[str, Task], c: int = c) -> ProbeRecord:
+            method, task = item
+            record = reuse.repeat(c, method, task.id) if reuse else None
+            if record is None:
+                url = None if method == "none" else snap_urls[0 if method == "frozen" else c]
+                mode = "no_memory" if url is None else "read_only"
+                state = runner.run(method, task, mode, url, phase=f"t{c}")
+                record = _probe_record(c, method, task, state, refs, work.spec)
+                if reuse:
+                    reuse.add(record)
+            return record
+
+        todo = [(m, t) for m in config.methods for t in probe if (c, m, t.id) not in probed]
+        for record in _probes(probe_one, todo, c, reuse, workers):
+            bar.set_postfix_str(f"t{c} {record.method} {record.id}")
+            append_jsonl(probe_path, record)
+            bar.update(1)
     bar.close()
     from genmem.experiments.evolution_summary import summarise
 
@@ -269,6 +280,25 @@ def _run_once(
         env, config, out, bank_url, work_url, probe, stream, snap_urls, started, runner,
         intervals, note,
     )  # fmt: skip
+
+
+def _probes(
+    probe_one: Any,
+    todo: list[tuple[str, Task]],
+    c: int,
+    reuse: _ProbeReuse | None,
+    workers: int,
+) -> Iterator[ProbeRecord]:
+    """The checkpoint's probe records, ``workers`` runs at once, each as it finishes.
+
+    A run whose inputs another run of the list has (``frozen`` and ``sid`` at ``t0``) waits for
+    that one and reuses it, as in order; one after another nothing needs to wait.
+    """
+    now, after = (todo, []) if reuse is None or workers == 1 else reuse.split(c, todo)
+    for _, record in run_tasks(probe_one, now, concurrency=workers):
+        yield record
+    for item in after:
+        yield probe_one(item)
 
 
 def _greedy(chat: Any) -> bool:
@@ -300,6 +330,20 @@ class _ProbeReuse:
         graph = "sid" if method == "frozen" else method
         snapshot = None if method == "none" else 0 if method == "frozen" else c
         return graph, task_id, snapshot
+
+    def split(
+        self, c: int, items: Sequence[tuple[str, Task]]
+    ) -> tuple[list[tuple[str, Task]], list[tuple[str, Task]]]:
+        """``items`` of checkpoint ``c`` in two: runs to make now, and runs whose inputs an
+        earlier run had (or one of the first list will have), to reuse it once it is done."""
+        seen = set(self.done)
+        now: list[tuple[str, Task]] = []
+        after: list[tuple[str, Task]] = []
+        for method, task in items:
+            key = self._key(c, method, task.id)
+            (after if key in seen else now).append((method, task))
+            seen.add(key)
+        return now, after
 
     def add(self, record: ProbeRecord) -> None:
         """Remember a run that really ran (a failed run is never reused)."""

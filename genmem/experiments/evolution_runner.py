@@ -1,14 +1,22 @@
-"""One task run of an evolution experiment through the compiled graph of a method."""
+"""One task run of an evolution experiment through the compiled graph of a method.
+
+Probe runs may go on several threads at once (``--concurrency``): the graphs are built under a
+lock and each run's task is held per thread, so a scorer never reads another run's task.
+"""
 
 from __future__ import annotations
 
+import threading
 import time
+from contextvars import ContextVar
 from typing import Any
 
 from genmem.envs.base import Environment, Task
 from genmem.experiments.evolution_config import EvolveConfig
 
 __all__ = ["EvolveRunner", "seed_sampling"]
+
+_TASK: ContextVar[Task] = ContextVar("genmem_evolve_task")
 
 
 class EvolveRunner:
@@ -22,49 +30,52 @@ class EvolveRunner:
         self.chat = chat
         self.sid_generator = sid_generator
         self.tools = env.tools()
-        self.current: dict[str, Task] = {}
         self.graphs: dict[str, Any] = {}
+        self._building = threading.Lock()
 
     def graph(self, method: str) -> Any:
         """The compiled ``genmem`` graph of ``method`` (``sid`` drives the stream)."""
+        key = "sid" if method == "frozen" else method
+        with self._building:
+            return self.graphs[key] if key in self.graphs else self._build(key)
+
+    def _build(self, key: str) -> Any:
         from genmem.experiments.methods import method_generator
         from genmem.graph.loop import build_genmem_graph
         from genmem.graph.retriever import RetrieverConfig
         from genmem.graph.stack import StackBudget
         from genmem.graph.stackplanner import StackPlannerConfig
 
-        key = "sid" if method == "frozen" else method
-        if key not in self.graphs:
-            cfg = self.config
-            greedy = key == "greedy"
-            beam = 1 if greedy else cfg.candidates
-            self.graphs[key] = build_genmem_graph(
-                self.chat,
-                sid_generator=(
-                    method_generator(key) if key in ("tfidf", "dense") else self.sid_generator
-                ),
-                retriever_config=RetrieverConfig(
-                    beam=beam, rerank=cfg.rerank and beam > 1, allowed=cfg.allowed
-                ),
-                planner_config=StackPlannerConfig(budget=StackBudget(max_steps=cfg.max_steps)),
-                solver_tools=self.tools.solver,
-                research_tools=self.tools.research,
-                interactor_tools=self.tools.interactor,
-                scorer=lambda answer, reference: self.env.score(self.current["task"], answer).score,
-                # Only an environment's own verdict may reach MemEvolver, never the score.
-                observer=self._observe if self.env.outcome_observable else None,
-            ).compile()
+        cfg = self.config
+        greedy = key == "greedy"
+        beam = 1 if greedy else cfg.candidates
+        self.graphs[key] = build_genmem_graph(
+            self.chat,
+            sid_generator=(
+                method_generator(key) if key in ("tfidf", "dense") else self.sid_generator
+            ),
+            retriever_config=RetrieverConfig(
+                beam=beam, rerank=cfg.rerank and beam > 1, allowed=cfg.allowed
+            ),
+            planner_config=StackPlannerConfig(budget=StackBudget(max_steps=cfg.max_steps)),
+            solver_tools=self.tools.solver,
+            research_tools=self.tools.research,
+            interactor_tools=self.tools.interactor,
+            scorer=lambda answer, reference: self.env.score(_TASK.get(), answer).score,
+            # Only an environment's own verdict may reach MemEvolver, never the score.
+            observer=self._observe if self.env.outcome_observable else None,
+        ).compile()
         return self.graphs[key]
 
     def _observe(self, answer: str | None) -> str | None:
-        return self.env.signal(self.env.score(self.current["task"], answer))
+        return self.env.signal(self.env.score(_TASK.get(), answer))
 
     def run(
         self, method: str, task: Task, mode: str, bank_url: str | None, *, phase: str = "stream"
     ) -> dict[str, Any]:
         """One run of ``task``; the final state plus ``outcome`` (or ``error``) and ``seconds``."""
         started = time.perf_counter()
-        self.current["task"] = task
+        token = _TASK.set(task)
         # Every method of a phase draws the same random stream on a task (common random
         # numbers): a paired difference then reflects the methods, not their luck.
         seed_sampling(self.config.decode_seed, phase, task.id)
@@ -81,6 +92,8 @@ class EvolveRunner:
                 self.env.finish(task)
         except Exception as exc:  # one failing run must not lose the experiment
             state = {"error": repr(exc)}
+        finally:
+            _TASK.reset(token)
         state["seconds"] = round(time.perf_counter() - started, 2)
         return state
 

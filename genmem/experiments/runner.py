@@ -4,6 +4,10 @@ Used by ``genmem run`` and ``genmem demo``: every query goes through the compile
 graph in order (in ``evolve`` mode each update is applied before the next query), one JSON
 line per query is appended to ``results.jsonl`` as soon as it finishes, and a summary is
 written at the end. A rerun into the same folder skips the queries already recorded.
+
+With ``concurrency`` > 1 that many queries run at once (``read_only`` and ``no_memory`` only:
+in ``evolve`` mode a query must read the bank its predecessors left) and lines land in the
+order queries finish; the records returned are in query order.
 """
 
 from __future__ import annotations
@@ -107,20 +111,30 @@ def run_stream(
     out: Path | None = None,
     progress: bool = True,
     on_record: Callable[[QueryRecord], None] | None = None,
+    concurrency: int = 1,
 ) -> list[QueryRecord]:
-    """Run ``app`` (a compiled ``genmem`` graph) on each query in order; returns the records."""
+    """Run ``app`` (a compiled ``genmem`` graph) on each query; returns the records in order.
+
+    ``concurrency`` runs that many queries at once (not in ``evolve`` mode: ValueError).
+    """
     from tqdm.auto import tqdm
 
     from genmem.envs.bundled import append_jsonl, jsonl_rows
+    from genmem.experiments.pool import run_tasks
 
+    if concurrency > 1 and mode == "evolve":
+        raise ValueError(
+            f"concurrency {concurrency} in evolve mode: each update must be applied before the "
+            "next query; run read_only or no_memory, or with concurrency 1"
+        )
     results = out / "results.jsonl" if out is not None else None
     # One read of what an earlier run finished (a line torn by a kill is dropped and redone).
     rows = jsonl_rows(results) if results is not None else []
     records = [QueryRecord.model_validate(row) for row in rows]
     done = {r.id for r in records}
     todo = [q for q in queries if q["id"] not in done]
-    bar = tqdm(todo, desc=f"closed loop ({mode})", disable=not progress, unit="query")
-    for q in bar:
+
+    def run(q: dict[str, Any]) -> QueryRecord:
         started = time.perf_counter()
         payload = {"query": q["query"], "mode": mode}
         for key in ("reference", "outcome"):
@@ -134,13 +148,21 @@ def run_stream(
             record = QueryRecord(id=q["id"], query=q["query"], mode=mode, error=repr(exc))
         record.reference = q.get("reference")
         record.seconds = round(time.perf_counter() - started, 2)
-        records.append(record)
+        return record
+
+    bar = tqdm(total=len(todo), desc=f"closed loop ({mode})", disable=not progress, unit="query")
+    new: dict[int, QueryRecord] = {}
+    jobs = list(enumerate(todo))
+    for (i, _), record in run_tasks(lambda job: run(job[1]), jobs, concurrency=concurrency):
+        new[i] = record
         if results is not None:
             results.parent.mkdir(parents=True, exist_ok=True)
             append_jsonl(results, record)
         if on_record is not None:
             on_record(record)
-    return records
+        bar.update(1)
+    bar.close()
+    return records + [new[i] for i in sorted(new)]
 
 
 def summarize(

@@ -1,0 +1,127 @@
+"""The task pool: in order with one worker, overlapping with more, faults and Ctrl-C handled."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import pytest
+
+from genmem.envs.gsm8k import GSM8KEnvironment
+from genmem.envs.textworld_env import TextGameEnvironment
+from genmem.experiments.pool import ConcurrencyWarning, run_tasks, samples_in_process, task_workers
+from genmem.policies.chat_local import ChatLocal
+
+
+class Overlap:
+    """A task body that sleeps ``seconds`` and counts how many bodies ran at once."""
+
+    def __init__(self, seconds: float = 0.1) -> None:
+        self.seconds = seconds
+        self.active = self.most = 0
+        self.threads: set[int] = set()
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        with self._lock:
+            self.active += 1
+            self.most = max(self.most, self.active)
+            self.threads.add(threading.get_ident())
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self.active -= 1
+
+
+def test_one_worker_runs_in_order_here() -> None:
+    seen = Overlap(0)
+
+    def square(x: int) -> int:
+        with seen:
+            return x * x
+
+    assert list(run_tasks(square, [3, 1, 2])) == [(3, 9), (1, 1), (2, 4)]
+    assert seen.most == 1 and seen.threads == {threading.get_ident()}
+    with pytest.raises(ValueError, match="must be >= 1"):
+        list(run_tasks(square, [1], concurrency=0))
+
+
+def test_workers_overlap_and_results_come_as_they_finish() -> None:
+    seen = Overlap()
+
+    def nap(x: float) -> float:
+        with seen:
+            time.sleep(x)
+        return x
+
+    started = time.perf_counter()
+    out = list(run_tasks(nap, [0.3, 0.1, 0.1, 0.1], concurrency=4))
+    assert time.perf_counter() - started < 0.55  # one after another: 0.6 s
+    assert seen.most == 4
+    assert out[-1] == (0.3, 0.3) and sorted(out) == [(0.1, 0.1)] * 3 + [(0.3, 0.3)]
+
+
+def test_a_fault_starts_nothing_new_and_is_raised_after_the_runs_under_way() -> None:
+    ran: list[int] = []
+    one_started = threading.Event()
+
+    def work(x: int) -> int:
+        if x == 0:
+            one_started.wait(5)
+            raise RuntimeError("bug")
+        one_started.set()
+        time.sleep(0.2)
+        ran.append(x)
+        return x
+
+    got = []
+    with pytest.raises(RuntimeError, match="bug"):
+        for _, value in run_tasks(work, range(10), concurrency=2):
+            got.append(value)
+    # Task 1 was under way when 0 failed: it finished and came back; 2..9 never started.
+    assert got == [1] and ran == [1]
+
+
+def test_ctrl_c_cancels_what_waits_and_hands_back_what_ran() -> None:
+    main = threading.main_thread().ident
+    ran: list[int] = []
+
+    both = threading.Barrier(2, timeout=5)
+
+    def work(x: int) -> int:
+        if x < 2:
+            both.wait()  # 0 and 1 are under way
+        if x == 1:
+            time.sleep(0.1)  # the caller has submitted everything and waits
+            signal.pthread_kill(main, signal.SIGINT)  # Ctrl-C
+        time.sleep(0.2)
+        ran.append(x)
+        return x
+
+    got = []
+    with pytest.raises(KeyboardInterrupt):
+        for _, value in run_tasks(work, range(8), concurrency=2):
+            got.append(value)
+    assert sorted(got) == sorted(ran) == [0, 1]  # the two under way finished; 2..7 never ran
+
+
+class _Game(TextGameEnvironment):
+    name = "game"
+
+    def tasks(self, limit=None):  # pragma: no cover - never asked
+        return []
+
+    def _open(self, task):  # pragma: no cover - never asked
+        raise NotImplementedError
+
+
+def test_episodes_and_local_sampling_run_one_at_a_time_with_a_warning() -> None:
+    assert task_workers(4, GSM8KEnvironment(calculator=False)) == 4
+    assert task_workers(1, _Game(max_steps=1)) == 1
+    with pytest.warns(ConcurrencyWarning, match="game environment holds one episode"):
+        assert task_workers(4, _Game(max_steps=1), what="attempts") == 1
+    assert samples_in_process(ChatLocal(temperature=0.7))
+    assert not samples_in_process(ChatLocal())
+    with pytest.warns(ConcurrencyWarning, match="local model samples"):
+        assert task_workers(3, chat=ChatLocal(temperature=0.7)) == 1
