@@ -353,13 +353,23 @@ class ChatLocal(HermesToolsMixin):
 
             n_prompt = int(enc["input_ids"].shape[1])
             gen_kwargs["prefix_allowed_tokens_fn"] = json_schema_prefix_fn(tok, schema, n_prompt)
-        with policy.lock, torch.inference_mode():
-            out = policy.model.generate(**enc, **gen_kwargs)
-        new = out[0, enc["input_ids"].shape[1] :]
-        text = tok.decode(new, skip_special_tokens=True)
-        finish = "length" if len(new) >= max_new else "stop"
+        memo = policy.replies if not sample else None
+        # everything the greedy reply depends on; the vocabulary grows when SID tokens are added
+        key = (prompt, tuple(stop or ()), json.dumps(schema, sort_keys=True), max_new)
+        key += (self.repetition_penalty, len(tok))
+        cached = memo.get(key) if memo is not None else None
+        if cached is not None:
+            text, n_new = cached
+        else:
+            with policy.lock, torch.inference_mode():
+                out = policy.runner.generate(**enc, **gen_kwargs)
+            new = out[0, enc["input_ids"].shape[1] :]
+            text, n_new = tok.decode(new, skip_special_tokens=True), len(new)
+            if memo is not None:
+                memo.put(key, (text, n_new))
+        finish = "length" if n_new >= max_new else "stop"
         for s in stop or ():
             cut = text.find(s)
             if cut >= 0:
                 text, finish = text[:cut], "stop"
-        return text, int(enc["input_ids"].shape[1]), len(new), finish
+        return text, int(enc["input_ids"].shape[1]), n_new, finish

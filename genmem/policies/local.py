@@ -40,8 +40,10 @@ __all__ = [
     "POLICY_FILE",
     "LocalPolicy",
     "PolicyInfo",
+    "ReplyMemo",
     "cache_root",
     "default_gguf_path",
+    "int8_copy",
     "load_policy",
     "save_policy",
 ]
@@ -71,6 +73,48 @@ class PolicyInfo(BaseModel):
     notes: dict[str, Any] = Field(default_factory=dict)
 
 
+class ReplyMemo:
+    """Greedy replies of a policy, by everything that determines them (a small LRU).
+
+    Greedy decoding of the same prompt with the same settings on the same weights gives the
+    same reply, and agents ask the same question more than once (a coordinator that delegates
+    one task to its solver again); the memo answers repeats without decoding them again.
+    """
+
+    def __init__(self, size: int = 128) -> None:
+        """Keep at most ``size`` replies, least recently used dropped first."""
+        from collections import OrderedDict
+
+        self.size = size
+        self._items: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: Any) -> Any:
+        """The stored reply for ``key``, or None."""
+        with self._lock:
+            if key not in self._items:
+                self.misses += 1
+                return None
+            self.hits += 1
+            self._items.move_to_end(key)
+            return self._items[key]
+
+    def put(self, key: Any, value: Any) -> None:
+        """Store ``value`` under ``key``."""
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        """Forget every reply (call after changing the weights in place)."""
+        with self._lock:
+            self._items.clear()
+
+
 @dataclass
 class LocalPolicy:
     """A loaded causal LM, its tokenizer, and a lock that serialises generation on it."""
@@ -81,6 +125,29 @@ class LocalPolicy:
     path: Path | None = None
     """Directory it was loaded from (None for an in-memory copy)."""
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    dtype: str = "float32"
+    """How it runs: float32, bfloat16, or int8 (float32 weights, generation on an int8 copy)."""
+    replies: ReplyMemo | None = None
+    """Memo of greedy replies; shared loads have one, fresh loads (which are trained) none."""
+    _runner: Any = field(default=None, init=False, repr=False)
+    _runner_key: tuple[Any, ...] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def runner(self) -> Any:
+        """The module that generates: ``model`` itself, or for int8 its quantised copy.
+
+        The copy is made on first use and again whenever the vocabulary changed (SID tokens
+        added), so ``model`` stays the float32 master that tokens are added to and that is
+        saved; weights changed in place afterwards do not reach the copy (train fresh loads).
+        """
+        if self.dtype != "int8":
+            return self.model
+        weight = self.model.get_input_embeddings().weight
+        key = (tuple(weight.shape), weight.data_ptr())
+        with self.lock:
+            if self._runner is None or self._runner_key != key:
+                self._runner, self._runner_key = int8_copy(self.model), key
+            return self._runner
 
     @property
     def sid_spec(self) -> SIDSpec | None:
@@ -172,23 +239,56 @@ _CACHE: dict[str, LocalPolicy] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-Dtype = Literal["float32", "bfloat16"]
+Dtype = Literal["float32", "bfloat16", "int8"]
+DTYPES: tuple[str, ...] = ("float32", "int8", "bfloat16")
 
 INFERENCE_DTYPE_ENV = "GENMEM_DTYPE"
 """Environment variable that overrides the dtype of shared (inference) loads."""
+DEFAULT_INFERENCE_DTYPE: Dtype = "float32"
 
 
 def inference_dtype() -> Dtype:
-    """The dtype shared loads use: ``$GENMEM_DTYPE``, else float32.
+    """The dtype shared loads use: ``$GENMEM_DTYPE``, else float32 (the reference engine).
 
-    bfloat16 halves the weights read per generated token (~1.6x faster decoding measured here)
-    but without native bf16 matmuls (AVX2-only CPUs) prompt prefill gets ~6x slower, so it is
-    opt-in for CPUs with AVX512-BF16/AMX.
+    ``int8`` keeps float32 weights and generates text with a copy whose linear layers are
+    dynamically quantised to int8 (torch's fbgemm kernels); SIDs stay on the float32 weights.
+    Measured on the default model (bench/README.md "local_inference"): about 2x faster decoding
+    but the next token differs from float32's at about half of prefill positions and one in
+    ten decode steps, so it is opt-in. ``bfloat16`` is for CPUs with native bf16 matmuls
+    (AVX512-BF16/AMX); on AVX2-only CPUs it is several times slower.
     """
-    value = os.environ.get(INFERENCE_DTYPE_ENV, "float32")
-    if value not in ("float32", "bfloat16"):
-        raise ValueError(f"{INFERENCE_DTYPE_ENV}={value!r}: use 'float32' or 'bfloat16'")
+    value = os.environ.get(INFERENCE_DTYPE_ENV, DEFAULT_INFERENCE_DTYPE)
+    if value not in DTYPES:
+        raise ValueError(f"{INFERENCE_DTYPE_ENV}={value!r}: use one of {', '.join(DTYPES)}")
     return value  # type: ignore[return-value]
+
+
+def int8_copy(model: Any) -> Any:
+    """A copy of ``model`` whose ``nn.Linear`` layers (the head too) are dynamic int8, per channel.
+
+    The copy only generates text: SIDs are decoded on the float32 weights (see
+    ``SIDDecodingConfig.quantized``), and tokens are added to, and training changes, ``model``.
+    """
+    import copy
+    import warnings
+
+    import torch
+    from torch.ao.quantization import per_channel_dynamic_qconfig
+
+    quantized = copy.deepcopy(model)
+    with warnings.catch_warnings():
+        # torch 2.13 marks eager-mode quantisation deprecated in favour of torchao, whose CPU
+        # int8 path needs torch.compile; torch is pinned, so this one stays until we move.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        torch.ao.quantization.quantize_dynamic(
+            quantized,
+            {torch.nn.Linear: per_channel_dynamic_qconfig},
+            dtype=torch.qint8,
+            inplace=True,
+        )
+    quantized.eval()
+    return quantized
 
 
 def load_policy(
@@ -213,6 +313,7 @@ def load_policy(
             return _CACHE[key]
         policy = _load(directory, chosen)
         if not fresh:
+            policy.replies = ReplyMemo()
             _CACHE[key] = policy
     return policy
 
@@ -224,10 +325,13 @@ def _load(directory: Path, dtype: Dtype) -> LocalPolicy:
 
     # False is what transformers does for BPE anyway; copies converted earlier still say True.
     tokenizer = AutoTokenizer.from_pretrained(directory, clean_up_tokenization_spaces=False)
-    model = AutoModelForCausalLM.from_pretrained(directory, dtype=getattr(torch, dtype))
+    weights = "float32" if dtype == "int8" else dtype
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=getattr(torch, weights))
     model.eval()
     _align_eos(tokenizer, model)
-    return LocalPolicy(model=model, tokenizer=tokenizer, info=_read_info(directory), path=directory)
+    return LocalPolicy(
+        model=model, tokenizer=tokenizer, info=_read_info(directory), path=directory, dtype=dtype
+    )
 
 
 def _align_eos(tokenizer: Any, model: Any) -> None:

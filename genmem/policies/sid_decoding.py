@@ -74,6 +74,11 @@ class SIDDecodingConfig:
     """``trie``: our beam search, each prompt encoded once; ``generate``: transformers'
     ``generate`` with ``prefix_allowed_tokens_fn`` (the reference; it encodes every prompt once
     per beam). Both rank beams the same way; unconstrained decoding always uses ``generate``."""
+    quantized: bool = False
+    """Decode on the policy's generation copy (int8 for the default engine) instead of its
+    weights. Off by default: an untrained policy's SID tokens are separated by logit margins
+    smaller than int8 rounding, so the int8 copy picks another top-1 SID for most contexts
+    (measured in bench/local_inference.py); four tokens after a short prompt cost little."""
 
     def __post_init__(self) -> None:
         if self.allowed not in ("all", "occupied", "prefix"):
@@ -240,6 +245,10 @@ class TransformersSIDGenerator:
         spec = bank.spec if bank is not None else spec
         return cls(load_policy(model_path), spec, bank=bank, config=config)
 
+    def _module(self) -> Any:
+        """The module SIDs are decoded on: the weights, or the generation copy if quantized."""
+        return self.policy.runner if self.config.quantized else self.policy.model
+
     @property
     def spec(self) -> SIDSpec:
         """The address space the candidates belong to."""
@@ -354,7 +363,7 @@ class TransformersSIDGenerator:
         else:
             kwargs.update(output_logits=True)
         with torch.inference_mode():
-            gen = self.policy.model.generate(**enc, **kwargs)
+            gen = self._module().generate(**enc, **kwargs)
         new = gen.sequences[:, plen:]
         if k > 1:
             scores = gen.sequences_scores.tolist()
@@ -376,7 +385,7 @@ class TransformersSIDGenerator:
         """
         import torch
 
-        model, levels = self.policy.model, self._spec.levels
+        model, levels = self._module(), self._spec.levels
         ids, mask = enc["input_ids"], enc["attention_mask"]
         pos = (mask.long().cumsum(-1) - 1).clamp(min=0)
         with torch.inference_mode():

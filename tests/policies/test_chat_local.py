@@ -139,7 +139,17 @@ def test_real_model_chat_and_tool_calls(default_policy) -> None:
     # temperature 0 is greedy: the same prompt gives the same reply (evolution reuses control
     # runs on that ground)
     assert chat.temperature == 0
+    memo = default_policy.replies
+    assert memo is not None
+    hits = memo.hits
+    again = chat.invoke([HumanMessage("Say hello in one short sentence.")])
+    assert again.content == reply.content and memo.hits == hits + 1  # answered from the memo
+    memo.clear()
     assert chat.invoke([HumanMessage("Say hello in one short sentence.")]).content == reply.content
+    # sampled replies are never memoised
+    counts = (memo.hits, memo.misses)
+    ChatLocal.from_policy(default_policy, max_new_tokens=4, temperature=0.7).invoke("Hi")
+    assert (memo.hits, memo.misses) == counts
 
     # a pinned tool: the reply is a call to it (or a malformed one, reported, never raised)
     forced = chat.bind_tools([LOOKUP], tool_choice="memory_lookup").invoke("Find memory for: 2+2")

@@ -103,14 +103,71 @@ def test_policy_directory_round_trip(tmp_path) -> None:
     assert getattr(again.model.config, "quantization_config", None) is None
     # shared loads default to float32 ($GENMEM_DTYPE or dtype= choose) and are cached per dtype
     assert load_policy(out) is again
+    assert load_policy(out, dtype="int8").model is not again.model
     assert load_policy(out, dtype="bfloat16").model.dtype == torch.bfloat16
 
 
 def test_inference_dtype_comes_from_the_environment(monkeypatch) -> None:
     monkeypatch.delenv(local.INFERENCE_DTYPE_ENV, raising=False)
     assert local.inference_dtype() == "float32"
+    monkeypatch.setenv(local.INFERENCE_DTYPE_ENV, "int8")
+    assert local.inference_dtype() == "int8"
     monkeypatch.setenv(local.INFERENCE_DTYPE_ENV, "bfloat16")
     assert local.inference_dtype() == "bfloat16"
     monkeypatch.setenv(local.INFERENCE_DTYPE_ENV, "fp16")
     with pytest.raises(ValueError, match="GENMEM_DTYPE"):
         local.inference_dtype()
+
+
+@pytest.mark.slow
+def test_int8_engine_generates_on_a_quantised_copy_of_float32_weights() -> None:
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+
+    policy = load_policy(dtype="int8")
+    assert policy.dtype == "int8" and policy.model.dtype == torch.float32
+    runner = policy.runner
+    assert runner is not policy.model and policy.runner is runner  # made once, then reused
+    proj = runner.model.layers[0].self_attn.q_proj
+    assert isinstance(proj, DynamicLinear)
+    assert isinstance(policy.model.model.layers[0].self_attn.q_proj, torch.nn.Linear)
+    assert isinstance(runner.lm_head, DynamicLinear)
+    # an approximation of the float32 weights, not a copy of them: logits stay correlated
+    tok = policy.tokenizer
+    enc = tok("Natalia sold clips to 48 of her friends in April, and then", return_tensors="pt")
+    with torch.inference_mode():
+        a = policy.model(**enc).logits[0]
+        b = runner(**enc).logits[0]
+    assert torch.corrcoef(torch.stack([a.flatten(), b.flatten()]))[0, 1] > 0.6  # measured 0.79
+    assert not torch.equal(a, b)
+    # SID tokens added to the float32 master reach a rebuilt copy
+    fresh = load_policy(fresh=True, dtype="int8")
+    before = fresh.runner
+    add_sid_tokens(fresh.model, fresh.tokenizer, SIDSpec((4, 4)))
+    after = fresh.runner
+    assert after is not before
+    assert after.get_input_embeddings().weight.shape[0] == len(fresh.tokenizer)
+    assert after.lm_head.weight().shape[0] == len(fresh.tokenizer)
+
+
+def test_reply_memo_is_a_bounded_lru() -> None:
+    memo = local.ReplyMemo(size=2)
+    memo.put("a", 1)
+    memo.put("b", 2)
+    assert memo.get("a") == 1  # a is now the most recent
+    memo.put("c", 3)
+    assert memo.get("b") is None and memo.get("a") == 1 and memo.get("c") == 3
+    assert (memo.hits, memo.misses) == (3, 1)
+    memo.clear()
+    assert memo.get("a") is None
+
+
+@pytest.mark.slow
+def test_shared_loads_memoise_replies_and_fresh_loads_do_not(default_policy) -> None:
+    assert isinstance(default_policy.replies, local.ReplyMemo)
+    assert load_policy(fresh=True).replies is None
+
+
+def test_float32_runner_is_the_model_itself() -> None:
+    info = local.PolicyInfo(base_model="x")
+    policy = local.LocalPolicy(model=object(), tokenizer=None, info=info)
+    assert policy.runner is policy.model
