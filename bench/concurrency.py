@@ -60,14 +60,17 @@ def _bank(folder: Path) -> str:
 @contextlib.contextmanager
 def _client_timeout(seconds: float) -> Iterator[None]:
     """Served chat models built inside the block wait ``seconds`` for a reply."""
-    from genmem.policies import vllm
+    from genmem.policies.vllm import TIMEOUT_ENV
 
-    real = vllm.parse_vllm_spec
-    vllm.parse_vllm_spec = lambda spec, **kw: real(spec, **{"timeout": seconds, **kw})
+    old = os.environ.get(TIMEOUT_ENV)
+    os.environ[TIMEOUT_ENV] = str(seconds)
     try:
         yield
     finally:
-        vllm.parse_vllm_spec = real
+        if old is None:
+            os.environ.pop(TIMEOUT_ENV, None)
+        else:
+            os.environ[TIMEOUT_ENV] = old
 
 
 def _run(spec: str, bank: str, out: Path, args: argparse.Namespace, *, tasks: int, n: int) -> dict:

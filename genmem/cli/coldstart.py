@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from genmem.cli.common import CLIError, add_concurrency_argument, emit, positive_int
+from genmem.cli.common import CLIError, add_concurrency_argument, emit, fail, positive_int
 from genmem.cli.tasks import add_task_arguments, check_task_source, environment, first_error
 
 __all__ = ["register"]
@@ -102,14 +102,17 @@ def _coldstart(args: argparse.Namespace) -> int:
             "raise --limit, pass smaller --sizes, or reuse codebooks with --codebook"
         )
     env = environment(args)
-    report = build_coldstart_bank(
-        env,
-        config,
-        bank_url=args.bank,
-        out=Path(args.out),
-        progress=not args.json,
-        concurrency=args.concurrency,
-    )
+    try:
+        report = build_coldstart_bank(
+            env,
+            config,
+            bank_url=args.bank,
+            out=Path(args.out),
+            progress=not args.json,
+            concurrency=args.concurrency,
+        )
+    except ValueError as exc:  # nothing extracted, or too few records to fit codebooks
+        return fail(str(exc), 1)
     out = Path(args.out)
     emit(
         report.model_dump()

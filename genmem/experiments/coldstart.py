@@ -84,6 +84,12 @@ class ColdStartConfig(BaseModel):
     )
     max_records: int = Field(default=2, ge=1, le=8, description="Experiences per query, at most.")
     merge_tokens: int = Field(default=400, ge=16, description="Reply cap of an LLM merge.")
+    structured_tokens: int = Field(
+        default=640,
+        ge=64,
+        description="Reply cap of an assessment or extraction (a served model without a cap "
+        "writes to its own limit when it does not close the JSON).",
+    )
     seed: int = Field(default=0, ge=0, description="Seed of the sampled tries and the fit.")
 
 
@@ -560,7 +566,13 @@ def build_coldstart_bank(
     parsed = parse_bank_url(bank_url)
     store = open_store(parsed)
     tasks = env.tasks(config.limit)
-    stages = _Stages(env, config, out, chat or capped_chat_model(config.model, None), concurrency)
+    stages = _Stages(
+        env,
+        config,
+        out,
+        chat or capped_chat_model(config.model, config.structured_tokens),
+        concurrency,
+    )
     tries = stages.attempts(tasks, progress)
     summaries = stages.assess(tasks, tries, progress)
     lines = stages.extract(tasks, tries, summaries, progress)

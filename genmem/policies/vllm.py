@@ -110,8 +110,11 @@ class VLLMServerConfig:
     """Sampling temperature of the chat model (0 = greedy)."""
     max_tokens: int | None = 1024
     """Most tokens one chat reply may have; None lets the server fill the context window."""
-    timeout: float = 120.0
-    """Seconds to wait for one HTTP request."""
+    timeout: float = field(default_factory=lambda: _env_seconds(TIMEOUT_ENV, 120.0))
+    """Seconds to wait for one HTTP request: ``$GENMEM_SERVER_TIMEOUT``, else 120."""
+    max_retries: int | None = None
+    """Retries of a failed request; None: none for a loopback server (a retry of a request that
+    timed out there only queues more work behind the abandoned one), the client's default else."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", _normalize_base_url(self.base_url))
@@ -131,6 +134,32 @@ class VLLMServerConfig:
             raise ValueError(f"max_tokens={self.max_tokens!r} must be >= 1, or None")
         if not self.timeout > 0:
             raise ValueError(f"timeout={self.timeout!r} must be a positive number of seconds")
+        if self.max_retries is not None and self.max_retries < 0:
+            raise ValueError(f"max_retries={self.max_retries!r} must be >= 0, or None")
+
+
+TIMEOUT_ENV = "GENMEM_SERVER_TIMEOUT"
+"""Environment variable: seconds one request to a served chat model may take."""
+
+
+def _env_seconds(name: str, default: float) -> float:
+    """A positive number of seconds from the environment variable ``name``, else ``default``."""
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number of seconds") from None
+    if not value > 0:
+        raise ValueError(f"{name}={raw!r} must be a positive number of seconds")
+    return value
+
+
+def _is_loopback(base_url: str) -> bool:
+    """Whether ``base_url`` points at this machine."""
+    host = urlsplit(base_url).hostname or ""
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def parse_vllm_spec(spec: str, **overrides: Any) -> VLLMServerConfig:
@@ -183,6 +212,9 @@ def vllm_chat_model(
         "temperature": config.temperature,
         "max_tokens": config.max_tokens,
         "timeout": config.timeout,
+        "max_retries": (0 if _is_loopback(config.base_url) else 2)
+        if config.max_retries is None
+        else config.max_retries,
         # vLLM's tool-call parsers run on chat completions; keep LangChain off /v1/responses.
         "use_responses_api": False,
     }

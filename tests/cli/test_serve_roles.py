@@ -1,7 +1,7 @@
 """The closed loop's chat roles against a real `genmem serve` (transformers serve, the default
 model) through the ``vllm:`` spec it prints: retriever rewrite, StackPlanner, MemEvolver. That
 server ignores JSON schemas, so the roles fall back to the text protocol, say so once, and
-nothing crashes. (The cold start through a server is not covered yet: issue 20.)"""
+nothing crashes; the cold start's attempts, assessments and extractions run there too."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from genmem.cli import main
+from genmem.envs.bundled import gsm8k_seed_experiences
 from genmem.memory.location import open_store
 from genmem.memory.sid import DEFAULT_SPEC
 from genmem.policies.server_chat import TextProtocolWarning
@@ -60,6 +61,39 @@ def test_closed_loop_roles_run_on_the_server(served, seed_bank_url, tmp_path, ca
     messages = [str(w.message) for w in said]
     assert len(messages) == len(set(messages)) and any("JSON schemas" in m for m in messages)
     assert all(served.split("vllm:", 1)[1] in m for m in messages)
+
+
+@pytest.mark.slow
+def test_coldstart_stages_run_on_the_server(served, tmp_path, capsys) -> None:
+    exp = tmp_path / "exp.jsonl"
+    exp.write_text("".join(json.dumps(r) + "\n" for r in gsm8k_seed_experiences(limit=60)))
+    cb = tmp_path / "cb"
+    fit = ["codebook", "fit", "--input", str(exp), "--sizes", "4,2", "--out", str(cb), "--json"]
+    assert main(fit) == 0
+    capsys.readouterr()
+    out = tmp_path / "cold"
+    with pytest.warns(TextProtocolWarning):
+        code = main([
+            "bank", "coldstart", "--bench", "gsm8k-train", "--limit", "1", "--attempts", "1",
+            "--max-steps", "1", "--max-new-tokens", "48", "--max-records", "1", "--retries", "0",
+            "--merge", "concat", "--codebook", str(cb), "--model", served,
+            "--bank", f"sqlite:///{tmp_path}/cold.db?bank=cold", "--out", str(out), "--json",
+        ])  # fmt: skip
+    rows = {
+        name: [json.loads(x) for x in (out / name).read_text().splitlines()]
+        for name in ("attempts.jsonl", "assessments.jsonl", "experiences.jsonl", "failures.jsonl")
+        if (out / name).is_file()
+    }
+    (attempt,) = rows["attempts.jsonl"]
+    assert attempt["error"] is None and attempt["trajectory"], attempt["error"]
+    # each model stage either produced its record or logged why not; none crashed the run
+    stages = {f["stage"] for f in rows.get("failures.jsonl", [])}
+    assert rows.get("assessments.jsonl") or stages & {"summary", "assess", "assessment"}
+    assert rows.get("experiences.jsonl") or stages & {"extract", "extraction"}
+    if rows.get("experiences.jsonl"):
+        assert code == 0 and json.loads(capsys.readouterr().out)["entries"] >= 1
+    else:
+        assert code == 1 and "no experience was extracted" in capsys.readouterr().err
 
 
 _EVOLVE = ["--blocks", "1", "--block-size", "1", "--probe-size", "1"]

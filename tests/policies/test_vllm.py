@@ -126,6 +126,23 @@ def test_chat_model_fields_without_network() -> None:
     assert model.request_timeout == 7.0
     assert model.temperature == 0.0
     assert model.use_responses_api is False
+    assert model.max_retries == 0  # a loopback server: a retry only queues behind the first
+    remote = chat_model_from_vllm_spec("vllm:http://gpu.example:8000/v1#m", max_retries=None)
+    assert remote.inner.max_retries == 2
+
+
+def test_request_timeout_comes_from_the_environment(monkeypatch) -> None:
+    from genmem.policies import vllm
+
+    monkeypatch.delenv(vllm.TIMEOUT_ENV, raising=False)
+    assert parse_vllm_spec(SPEC).timeout == 120.0
+    monkeypatch.setenv(vllm.TIMEOUT_ENV, "900")
+    assert parse_vllm_spec(SPEC).timeout == 900.0
+    assert parse_vllm_spec(SPEC, timeout=5.0).timeout == 5.0
+    for bad in ("soon", "0", "-3"):
+        monkeypatch.setenv(vllm.TIMEOUT_ENV, bad)
+        with pytest.raises(ValueError, match="GENMEM_SERVER_TIMEOUT"):
+            parse_vllm_spec(SPEC)
 
 
 def _chat_reply(message: dict[str, Any], finish: str = "stop") -> dict[str, Any]:
