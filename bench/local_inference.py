@@ -1,4 +1,4 @@
-"""Benchmark: the default local engine (int8) against the float32 reference, one run.
+"""Benchmark: the opt-in int8 local engine against the float32 reference (the default), one run.
 
 Prefill and decode tokens/s, greedy and beam-10 SID latency, their ratios, and how often the two
 engines pick the same top-1 SID, on GSM8K test questions (see ``genmem.policies.engine_bench``)::

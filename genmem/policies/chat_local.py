@@ -330,14 +330,38 @@ class ChatLocal(HermesToolsMixin):
         self, prompt: str, stop: list[str] | None, schema: dict[str, Any] | None = None
     ) -> tuple[str, int, int, str]:
         """Generate after ``prompt``; returns text, prompt tokens, new tokens, finish reason."""
+        policy = self.policy
+        tok = policy.tokenizer
+        enc = tok(prompt, return_tensors="pt", add_special_tokens=False)
+        # A schema-constrained reply must be able to close its JSON: give it room.
+        max_new = self.max_new_tokens if schema is None else max(self.max_new_tokens, 640)
+        memo = policy.replies if self.temperature == 0 else None
+        # everything the greedy reply depends on; the vocabulary grows when SID tokens are added
+        key = (prompt, tuple(stop or ()), json.dumps(schema, sort_keys=True), max_new)
+        key += (self.repetition_penalty, len(tok))
+        cached = memo.get(key) if memo is not None else None
+        if cached is not None:
+            text, n_new = cached
+        else:
+            text, n_new = self._decode(enc, stop, schema, max_new)
+            if memo is not None:
+                memo.put(key, (text, n_new))
+        finish = "length" if n_new >= max_new else "stop"
+        for s in stop or ():
+            cut = text.find(s)
+            if cut >= 0:
+                text, finish = text[:cut], "stop"
+        return text, int(enc["input_ids"].shape[1]), n_new, finish
+
+    def _decode(
+        self, enc: Any, stop: list[str] | None, schema: dict[str, Any] | None, max_new: int
+    ) -> tuple[str, int]:
+        """Run ``generate`` on the encoded prompt; returns the reply text and its token count."""
         import torch
 
         policy = self.policy
         tok = policy.tokenizer
-        enc = tok(prompt, return_tensors="pt", add_special_tokens=False)
         sample = self.temperature > 0
-        # A schema-constrained reply must be able to close its JSON: give it room.
-        max_new = self.max_new_tokens if schema is None else max(self.max_new_tokens, 640)
         gen_kwargs: dict[str, Any] = {
             "max_new_tokens": max_new,
             "do_sample": sample,
@@ -353,23 +377,7 @@ class ChatLocal(HermesToolsMixin):
 
             n_prompt = int(enc["input_ids"].shape[1])
             gen_kwargs["prefix_allowed_tokens_fn"] = json_schema_prefix_fn(tok, schema, n_prompt)
-        memo = policy.replies if not sample else None
-        # everything the greedy reply depends on; the vocabulary grows when SID tokens are added
-        key = (prompt, tuple(stop or ()), json.dumps(schema, sort_keys=True), max_new)
-        key += (self.repetition_penalty, len(tok))
-        cached = memo.get(key) if memo is not None else None
-        if cached is not None:
-            text, n_new = cached
-        else:
-            with policy.lock, torch.inference_mode():
-                out = policy.runner.generate(**enc, **gen_kwargs)
-            new = out[0, enc["input_ids"].shape[1] :]
-            text, n_new = tok.decode(new, skip_special_tokens=True), len(new)
-            if memo is not None:
-                memo.put(key, (text, n_new))
-        finish = "length" if n_new >= max_new else "stop"
-        for s in stop or ():
-            cut = text.find(s)
-            if cut >= 0:
-                text, finish = text[:cut], "stop"
-        return text, int(enc["input_ids"].shape[1]), n_new, finish
+        with policy.lock, torch.inference_mode():
+            out = policy.runner.generate(**enc, **gen_kwargs)
+        new = out[0, enc["input_ids"].shape[1] :]
+        return tok.decode(new, skip_special_tokens=True), len(new)

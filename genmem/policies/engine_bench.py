@@ -1,8 +1,8 @@
-"""The default local engine against the float32 reference, on the same prompts in one run.
+"""A local engine against the float32 reference, on the same prompts in one run.
 
-Two shared loads of the same policy, ``float32`` (the reference engine) and the default
-(``int8``: generation on a dynamically quantised copy), take turns prompt by prompt so that load
-from other processes falls on both alike. Measured per engine:
+Two shared loads of the same policy, ``float32`` (the reference and default engine) and the one
+under test (usually the opt-in ``int8``: generation on a dynamically quantised copy), take turns
+prompt by prompt so that load from other processes falls on both alike. Measured per engine:
 
 - prefill: one forward pass over each chat prompt (tokens/s);
 - decode: greedy ``generate`` of a fixed number of new tokens after a short prompt (tokens/s);
@@ -11,7 +11,7 @@ from other processes falls on both alike. Measured per engine:
   beam 10), and each engine's share of valid SIDs.
 
 SIDs are decoded on a policy's float32 weights unless ``SIDDecodingConfig.quantized`` asks for
-its generation copy, so the default engine's SIDs are the reference's by construction; the bench
+its generation copy, so an int8 load's SIDs are the reference's by construction; the bench
 also decodes on the int8 copy and reports that agreement (``int8_sid_top1_agreement``), the
 measurement behind keeping SIDs on float32.
 """
@@ -50,7 +50,7 @@ class EngineFigures(BaseModel):
 
 
 class EngineBenchReport(BaseModel):
-    """Reference and default engine side by side, with their ratios and SID agreement."""
+    """Reference and tested engine side by side, with their ratios and SID agreement."""
 
     model: str
     spec: str

@@ -28,7 +28,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -239,8 +239,8 @@ _CACHE: dict[str, LocalPolicy] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-Dtype = Literal["float32", "bfloat16", "int8"]
-DTYPES: tuple[str, ...] = ("float32", "int8", "bfloat16")
+Dtype = Literal["float32", "int8", "bfloat16"]
+DTYPES: tuple[str, ...] = get_args(Dtype)
 
 INFERENCE_DTYPE_ENV = "GENMEM_DTYPE"
 """Environment variable that overrides the dtype of shared (inference) loads."""
@@ -252,7 +252,7 @@ def inference_dtype() -> Dtype:
 
     ``int8`` keeps float32 weights and generates text with a copy whose linear layers are
     dynamically quantised to int8 (torch's fbgemm kernels); SIDs stay on the float32 weights.
-    Measured on the default model (bench/README.md "local_inference"): about 2x faster decoding
+    Measured on the default model (bench/README.md "local engine"): about 2x faster decoding
     but the next token differs from float32's at about half of prefill positions and one in
     ten decode steps, so it is opt-in. ``bfloat16`` is for CPUs with native bf16 matmuls
     (AVX512-BF16/AMX); on AVX2-only CPUs it is several times slower.

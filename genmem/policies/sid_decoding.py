@@ -75,8 +75,8 @@ class SIDDecodingConfig:
     ``generate`` with ``prefix_allowed_tokens_fn`` (the reference; it encodes every prompt once
     per beam). Both rank beams the same way; unconstrained decoding always uses ``generate``."""
     quantized: bool = False
-    """Decode on the policy's generation copy (int8 for the default engine) instead of its
-    weights. Off by default: an untrained policy's SID tokens are separated by logit margins
+    """Decode on the policy's generation copy (``runner``: the int8 copy of an int8 load) instead
+    of its weights. Off by default: an untrained policy's SID tokens are separated by logit margins
     smaller than int8 rounding, so the int8 copy picks another top-1 SID for most contexts
     (measured in bench/local_inference.py); four tokens after a short prompt cost little."""
 
