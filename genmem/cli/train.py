@@ -6,7 +6,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from genmem.cli.common import CLIError, emit, fail, nonnegative_int, positive_int
+from genmem.cli.common import (
+    CLIError,
+    add_concurrency_argument,
+    emit,
+    fail,
+    nonnegative_int,
+    positive_int,
+)
 from genmem.cli.tasks import check_task_source, first_error
 
 __all__ = ["register"]
@@ -253,6 +260,7 @@ def _register_grpo(tsub: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--max-failures", type=nonnegative_int, default=10, help=_rollout_help("max_failures")
     )
+    add_concurrency_argument(g)
     g.set_defaults(func=_grpo)
 
 
@@ -279,6 +287,7 @@ def _grpo(args: argparse.Namespace) -> int:
             max_steps=args.max_planner_steps,
             max_new_tokens=args.max_new_tokens,
             max_failures=args.max_failures,
+            concurrency=args.concurrency,
         ),
         progress=not args.json,
     )

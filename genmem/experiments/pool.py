@@ -108,21 +108,27 @@ def samples_in_process(chat: Any) -> bool:
 
 
 def task_workers(
-    concurrency: int, env: Environment | None = None, *, chat: Any = None, what: str = "tasks"
+    concurrency: int,
+    env: Environment | None = None,
+    *,
+    chat: Any = None,
+    what: str = "tasks",
+    blocked: str | None = None,
 ) -> int:
     """``concurrency``, or 1 with a :class:`ConcurrencyWarning` when ``what`` cannot overlap.
 
-    They cannot when ``env`` holds one episode at a time, or when ``chat`` samples in process
-    (each run seeds torch's global generator, which concurrent runs would share).
+    They cannot when the caller says why (``blocked``), when ``env`` holds one episode at a
+    time, or when ``chat`` samples in process (each run seeds torch's global generator, which
+    concurrent runs would share).
     """
     if concurrency < 1:
         raise ValueError(f"concurrency={concurrency!r} must be >= 1")
     if concurrency == 1:
         return 1
-    why = None
-    if env is not None and not env.concurrent_tasks:
+    why = blocked
+    if why is None and env is not None and not env.concurrent_tasks:
         why = f"the {env.name} environment holds one episode at a time"
-    elif chat is not None and samples_in_process(chat):
+    if why is None and chat is not None and samples_in_process(chat):
         why = "the local model samples from torch's one seeded generator"
     if why is None:
         return concurrency

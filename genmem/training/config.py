@@ -174,6 +174,13 @@ class RolloutConfig(BaseModel):
         description="Sample the SID turn under the SID trie (always valid, format reward 1); "
         "False samples freely with TRL's generator (vLLM when configured), as the paper does.",
     )
+    concurrency: int = Field(
+        default=1,
+        ge=1,
+        description="Rollouts of a batch run at once. It pays with a served --planner-model "
+        "(genmem serve, vllm:URL#MODEL, an API); --completion whole, games and WebShop, and a "
+        "sampling local model run one at a time, with a warning.",
+    )
     max_failures: int = Field(
         default=10,
         ge=0,

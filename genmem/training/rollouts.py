@@ -34,6 +34,12 @@ graded texts reach it as data blocks (:func:`~genmem.training.rewards.judge_mess
 part is returned per completion in ``parts``; :func:`reward_functions` exposes them to TRL (see
 :mod:`genmem.training.advantages` for how the two channels are weighted and normalised).
 
+Rollouts of a batch run ``concurrency`` at a time (:func:`~genmem.experiments.pool.run_tasks`)
+when the rest of the graph is a served model: each rollout holds its own SID (a context
+variable, never a shared attribute), writes its own scratch bank, and the log, its file and the
+failure count are guarded by one lock. Whole-turn rollouts run one at a time (the policy samples
+its own turns through the trainer's model), as do environments that hold one episode.
+
 Failures are never scored as 0: a judge call that raises leaves its part NaN (and the process
 channel NaN), a rollout that raises leaves every part and both channels NaN. TRL leaves NaN out
 of its group statistics, and a completion with no value at all gets advantage 0. Each failure is
@@ -43,11 +49,14 @@ with :class:`~genmem.errors.TooManyFailures`.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -55,6 +64,7 @@ from typing import Any, Literal
 from genmem.envs.base import Environment, Task
 from genmem.envs.scoring import contrastive_outcome
 from genmem.errors import TooManyFailures
+from genmem.experiments.pool import run_tasks, task_workers
 from genmem.memory.sid import SIDSpec
 from genmem.policies.prompts import (
     NO_MEMORY_ANSWER,
@@ -122,15 +132,28 @@ class RolloutTask:
     """What the environment itself said about the baseline run (None: nothing observable)."""
 
 
+_SID: ContextVar[str | None] = ContextVar("genmem_rollout_sid", default=None)
+"""The SID the policy wrote in the rollout that runs in this thread."""
+
+
 @dataclass
 class _Chosen:
-    """An SID generator that proposes exactly the SID the policy wrote (or nothing)."""
+    """An SID generator that proposes exactly the SID this rollout's policy wrote (or nothing)."""
 
-    sid: str | None = None
     spec: SIDSpec | None = None
 
+    @property
+    def sid(self) -> str | None:
+        """The SID of the rollout in this thread (None: nothing to propose)."""
+        return _SID.get()
+
+    @sid.setter
+    def sid(self, value: str | None) -> None:
+        _SID.set(value)
+
     def generate(self, context: str, k: int = 1) -> list[SIDCandidate]:
-        return [] if self.sid is None else [SIDCandidate(sid=self.sid, score=0.0)]
+        sid = _SID.get()
+        return [] if sid is None else [SIDCandidate(sid=sid, score=0.0)]
 
 
 def _nan_to_none(value: Any) -> Any:
@@ -165,6 +188,8 @@ class GraphRollouts:
         self._graphs: dict[str, Any] = {}
         self._scratch = Path(tempfile.mkdtemp(prefix="genmem-grpo-"))
         self._policy_chat = PolicyTurnChat(max_new_tokens=self.config.max_new_tokens)
+        self._lock = threading.RLock()
+        self._scratch_ids = itertools.count()
         if self.log_path is not None:
             self.log_path.write_text("", encoding="utf-8")
 
@@ -260,16 +285,22 @@ class GraphRollouts:
         sid_texts = tok.batch_decode(sid_ids, skip_special_tokens=True)
         whole = self.config.completion == "whole"
         sampler = trainer_sampler(trainer) if whole else None
-        completion_ids, env_mask, logprobs, parts = [], [], [], []
-        for i, prompt in enumerate(prompts):
-            turns = TurnRecord(context=[*prompt_ids[i], *sid_ids[i]])
+        records = [TurnRecord(context=[*prompt_ids[i], *sid_ids[i]]) for i in range(len(prompts))]
+
+        def rollout(i: int) -> dict[str, Any]:
+            prompt, turns = prompts[i], records[i]
             role = self.tasks[prompt].role if prompt in self.tasks else "retriever"
             if sampler is not None:
                 self._policy_chat.begin(turns, sampler, tok, part=_REPLY[role])
             try:
-                parts.append(self.score(prompt, sid_texts[i], turns=turns))
+                return self.score(prompt, sid_texts[i], turns=turns)
             finally:
                 self._policy_chat.end()
+
+        scored = dict(run_tasks(rollout, range(len(prompts)), concurrency=self.workers()))
+        completion_ids, env_mask, logprobs = [], [], []
+        parts = [scored[i] for i in range(len(prompts))]
+        for i, turns in enumerate(records):
             completion_ids.append([*sid_ids[i], *turns.ids])
             env_mask.append([1] * len(sid_ids[i]) + turns.mask)
             if sid_logprobs is not None:
@@ -283,6 +314,17 @@ class GraphRollouts:
         if whole:
             out["env_mask"] = env_mask
         return out
+
+    def workers(self) -> int:
+        """How many rollouts run at once: ``concurrency``, or 1 (with a warning) when unsafe."""
+        whole = self.config.completion == "whole"
+        return task_workers(
+            self.config.concurrency,
+            self.env,
+            chat=self.chat,
+            what="GRPO rollouts",
+            blocked="whole-turn rollouts sample through the trainer's one model" if whole else None,
+        )
 
     def _sample_constrained(self, trainer: Any, prompt_ids: list[list[int]]) -> list[list[int]]:
         """Sample one SID per prompt under the trie of all SIDs, then the end token."""
@@ -362,34 +404,38 @@ class GraphRollouts:
             **parts,
             "errors": errors,
         }
-        self.log.append(row)
-        if self.log_path is not None:
-            with self.log_path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps({k: _nan_to_none(v) for k, v in row.items()}) + "\n")
-        if self.failures > self.config.max_failures:
-            raise TooManyFailures(
-                f"{self.failures} GRPO failures (max_failures={self.config.max_failures}); "
-                f"the last: {self.last_failure}. Fix the cause, or raise --max-failures",
-                failures=self.failures,
-                limit=self.config.max_failures,
-                last_error=self.last_failure or "",
-            )
+        line = json.dumps({k: _nan_to_none(v) for k, v in row.items()}) + "\n"
+        with self._lock:
+            self.log.append(row)
+            if self.log_path is not None:
+                with self.log_path.open("a", encoding="utf-8") as fh:
+                    fh.write(line)
+            if self.failures > self.config.max_failures:
+                raise TooManyFailures(
+                    f"{self.failures} GRPO failures (max_failures={self.config.max_failures}); "
+                    f"the last: {self.last_failure}. Fix the cause, or raise --max-failures",
+                    failures=self.failures,
+                    limit=self.config.max_failures,
+                    last_error=self.last_failure or "",
+                )
         return parts
 
     def _failed(self, what: str, task: Task, exc: BaseException) -> str:
         """Count and log a failure; the line the rollout log keeps."""
-        self.failures += 1
-        self.last_failure = f"{what} on task {task.id!r}: {exc!r}"
+        line = f"{what} on task {task.id!r}: {exc!r}"
+        with self._lock:
+            self.failures += 1
+            self.last_failure, count = line, self.failures
         logger.warning(
             "GRPO %s failed on task %r (failure %d of at most %d): %r",
             what,
             task.id,
-            self.failures,
+            count,
             self.config.max_failures,
             exc,
             exc_info=exc,
         )
-        return self.last_failure
+        return line
 
     def _judge(self, rubric: str, task: Task, errors: list[str], **texts: str) -> float:
         """The judge's score for ``texts`` (data blocks by tag); NaN if the call raised."""
@@ -450,7 +496,7 @@ class GraphRollouts:
         sid = self.spec.make(codes)
         occupied = self.bank.get(sid) is not None
         self._chosen.sid = str(sid)
-        path = self._scratch / f"rollout-{len(self.log)}.db"
+        path = self._scratch / f"rollout-{next(self._scratch_ids)}.db"
         with scratch_bank(self.bank_url, path) as url:
             # The rollout owns this bank: passed as an object (never cached by URL), closed
             # before its files go.

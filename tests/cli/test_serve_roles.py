@@ -99,6 +99,32 @@ def test_coldstart_stages_run_on_the_server(served, tmp_path, capsys) -> None:
         assert code == 1 and "no experience was extracted" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+def test_grpo_rollouts_run_concurrently_on_the_server(
+    served, seed_bank_url, tmp_path, capsys
+) -> None:
+    """GRPO's graph (planner, rewrite, decision) on the server, two rollouts at a time."""
+    from genmem.experiments.pool import ConcurrencyWarning
+
+    out = tmp_path / "grpo"
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        code = main([
+            "train", "grpo", "--bank", seed_bank_url, "--limit", "1", "--train-steps", "1",
+            "--role", "evolver", "--completion", "sid", "--constrained", "--no-judge",
+            "--planner-model", served, "--concurrency", "2", "--max-new-tokens", "24",
+            "--out", str(out), "--json",
+        ])  # fmt: skip
+    assert code == 0
+    assert not [w for w in said if issubclass(w.category, ConcurrencyWarning)]
+    report = json.loads(capsys.readouterr().out)
+    rows = [json.loads(x) for x in (out / "rollouts.jsonl").read_text().splitlines()]
+    assert report["steps"] == 1 and report["failures"] == 0
+    assert len(rows) == report["rollouts"] >= 2 and not any(r["errors"] for r in rows)
+    # Each rollout's decision names its own SID: an op that fits that slot, or no write at all.
+    assert all(r["sid_valid"] and r["op"] in (None, "insert", "revise", "retain") for r in rows)
+
+
 _EVOLVE = ["--blocks", "1", "--block-size", "1", "--probe-size", "1"]
 
 

@@ -220,3 +220,93 @@ def test_a_crashed_rollout_is_nan_in_every_part(tmp_path, tokenizer) -> None:
         rollouts.close()
     assert all(math.isnan(parts[k]) for k in ("format", "strategy_judge", "outcome_channel"))
     assert "planner crashed" in rollouts.log[-1]["errors"][0] and rollouts.failures == 1
+
+
+class SlowChat(RoutingChat):
+    """A RoutingChat whose calls take a moment and that counts how many were in flight at once."""
+
+    delay: float = 0.02
+    in_flight: int = 0
+    most_in_flight: int = 0
+
+    def _call(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[override]
+        import threading
+        import time
+
+        lock = self.__dict__.setdefault("_lock", threading.Lock())
+        with lock:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            time.sleep(self.delay)
+            return super()._call(messages, stop, run_manager, **kwargs)
+        finally:
+            with lock:
+                self.in_flight -= 1
+
+
+class FakeTrainer:
+    """What GraphRollouts.__call__ reads from TRL's trainer, sampling the SIDs it is given."""
+
+    def __init__(self, tokenizer: Any, sids: list[str]) -> None:
+        from types import SimpleNamespace
+
+        self.processing_class = tokenizer
+        self.state = SimpleNamespace(global_step=3)
+        self.num_generations = len(sids)
+        self.sids = sids
+
+    def _generate_single_turn(self, prompt_ids, images, kwargs, n):  # TRL 1.16's signature
+        ids = [self.processing_class(s, add_special_tokens=False)["input_ids"] for s in self.sids]
+        return ids, None
+
+
+def test_concurrent_rollouts_keep_their_own_sid_scratch_bank_and_order(tmp_path, tokenizer):
+    """Issue 20 part 3: rollouts overlap, yet each writes where its own SID says, in order."""
+    chat = SlowChat()
+    rollouts, prompts, _ = _rollouts(
+        tmp_path, chat, tokenizer, roles=("evolver",), judge=False, concurrency=4
+    )
+    sids = [str(A if i % 2 else EMPTY) for i in range(8)]
+    try:
+        out = rollouts([prompts["evolver"]] * 8, FakeTrainer(tokenizer, sids))
+    finally:
+        rollouts.close()
+    assert chat.most_in_flight >= 2, "the rollouts never overlapped"
+    assert rollouts.failures == 0 and all(not r["errors"] for r in rollouts.log)
+    # Parts come back in prompt order, each from its own SID: revise where A lives, insert
+    # into the empty slot, and the payload was found at that SID in that rollout's scratch bank.
+    ops = [p["op"] for p in out["parts"]]
+    assert ops == ["revise" if s == str(A) else "insert" for s in sids]
+    assert all(p["operation"] == 1.0 for p in out["parts"])
+    assert sorted(r["completion"] for r in rollouts.log) == sorted(sids)
+    assert all(r["payload"].startswith("Lesson ") for r in rollouts.log)
+    logged = (tmp_path / "rollouts.jsonl").read_text().splitlines()
+    assert len(logged) == 8 and all(json.loads(line)["step"] == 3 for line in logged)
+
+
+def test_concurrent_rollouts_stop_after_too_many_failures(tmp_path, tokenizer) -> None:
+    chat = SlowChat(judge_error="judge server down")
+    rollouts, prompts, _ = _rollouts(
+        tmp_path, chat, tokenizer, roles=("retriever",), max_failures=2, concurrency=3
+    )
+    try:
+        with pytest.raises(TooManyFailures, match="judge server down"):
+            rollouts([prompts["retriever"]] * 8, FakeTrainer(tokenizer, [str(A)] * 8))
+    finally:
+        rollouts.close()
+    # Every rollout that started was logged; none started after the stop was known.
+    assert 3 <= len(rollouts.log) < 8 and rollouts.failures == len(rollouts.log)
+
+
+def test_whole_turn_rollouts_run_one_at_a_time_with_a_warning(tmp_path, tokenizer) -> None:
+    from genmem.experiments.pool import ConcurrencyWarning
+
+    rollouts, _, _ = _rollouts(tmp_path, RoutingChat(), tokenizer, concurrency=4)
+    try:
+        assert rollouts.workers() == 4  # the chat model writes the rewrite: overlap is safe
+        rollouts.config = RolloutConfig(completion="whole", concurrency=4)
+        with pytest.warns(ConcurrencyWarning, match="GRPO rollouts run one at a time"):
+            assert rollouts.workers() == 1
+    finally:
+        rollouts.close()
