@@ -377,7 +377,20 @@ class ChatLocal(HermesToolsMixin):
 
             n_prompt = int(enc["input_ids"].shape[1])
             gen_kwargs["prefix_allowed_tokens_fn"] = json_schema_prefix_fn(tok, schema, n_prompt)
+        prefixes = policy.prefixes
         with policy.lock, torch.inference_mode():
-            out = policy.runner.generate(**enc, **gen_kwargs)
+            runner = policy.runner
+            if prefixes is None:
+                out = runner.generate(**enc, **gen_kwargs)
+            else:  # start from the cache of a prompt that began the same way
+                ids = enc["input_ids"][0].tolist()
+                weight = runner.get_input_embeddings().weight
+                owner = (id(runner), weight.data_ptr(), tuple(weight.shape), len(tok))
+                past = prefixes.take(ids, owner)
+                if past is not None:
+                    gen_kwargs["past_key_values"] = past
+                result = runner.generate(**enc, **gen_kwargs, return_dict_in_generate=True)
+                prefixes.put(ids, result.past_key_values, owner)
+                out = result.sequences
         new = out[0, enc["input_ids"].shape[1] :]
         return tok.decode(new, skip_special_tokens=True), len(new)

@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field
 
 from genmem.errors import ModelUnavailable
 from genmem.memory.sid import SIDSpec
+from genmem.policies.prefix_cache import PrefixCache
 
 __all__ = [
     "DEFAULT_MODEL_ID",
@@ -129,6 +130,8 @@ class LocalPolicy:
     """How it runs: float32, bfloat16, or int8 (float32 weights, generation on an int8 copy)."""
     replies: ReplyMemo | None = None
     """Memo of greedy replies; shared loads have one, fresh loads (which are trained) none."""
+    prefixes: PrefixCache | None = None
+    """Key/value caches of recent prompts (shared loads only, as ``replies``)."""
     _runner: Any = field(default=None, init=False, repr=False)
     _runner_key: tuple[Any, ...] | None = field(default=None, init=False, repr=False)
 
@@ -314,6 +317,7 @@ def load_policy(
         policy = _load(directory, chosen)
         if not fresh:
             policy.replies = ReplyMemo()
+            policy.prefixes = PrefixCache()
             _CACHE[key] = policy
     return policy
 

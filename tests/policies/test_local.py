@@ -163,8 +163,12 @@ def test_reply_memo_is_a_bounded_lru() -> None:
 
 @pytest.mark.slow
 def test_shared_loads_memoise_replies_and_fresh_loads_do_not(default_policy) -> None:
+    from genmem.policies.prefix_cache import PrefixCache
+
     assert isinstance(default_policy.replies, local.ReplyMemo)
-    assert load_policy(fresh=True).replies is None
+    assert isinstance(default_policy.prefixes, PrefixCache)
+    fresh = load_policy(fresh=True)
+    assert fresh.replies is None and fresh.prefixes is None
 
 
 def test_float32_runner_is_the_model_itself() -> None:
