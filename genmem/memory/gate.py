@@ -29,21 +29,14 @@ import zlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
 __all__ = ["REASONS", "GateConfig", "GateVerdict", "Reason", "check_payload"]
 
 Reason = Literal["empty", "symbols", "repetition", "field_names", "markup", "ungrounded"]
-REASONS: tuple[Reason, ...] = (
-    "empty",
-    "symbols",
-    "repetition",
-    "field_names",
-    "markup",
-    "ungrounded",
-)
+REASONS: tuple[Reason, ...] = get_args(Reason)
 
 
 @dataclass(frozen=True)
@@ -141,11 +134,12 @@ def check_payload(
         share = letters / len(visible)
         return _reject("symbols", f"{share:.0%} letters (at least {config.min_letter_share:.0%})")
     # the whole text, then each field of a record (one field can loop while the rest is fine)
-    parts = [v for _, v in _fields(text) if len(_words(v)) >= _LONG_FIELD]
-    for part in (text, *parts):
-        if reason := _repetition(part, _words(part), config):
+    fields = _fields(text)
+    parts = [(text, words), *((v, w) for _, v in fields if len(w := _words(v)) >= _LONG_FIELD)]
+    for part, part_words in parts:
+        if reason := _repetition(part, part_words, config):
             return _reject("repetition", reason)
-    if reason := _field_names(text, config):
+    if reason := _field_names(fields, config):
         return _reject("field_names", reason)
     if sources:
         known = _content([w for s in sources for w in _words(s)])
@@ -178,8 +172,7 @@ def _fields(text: str) -> list[tuple[str, str]]:
     return [m.groups() for line in text.splitlines() if (m := _FIELD.match(line))]
 
 
-def _field_names(text: str, config: GateConfig) -> str | None:
-    fields = _fields(text)
+def _field_names(fields: list[tuple[str, str]], config: GateConfig) -> str | None:
     if len(fields) < 2:
         return None
 

@@ -142,15 +142,6 @@ class _Chosen:
 
     spec: SIDSpec | None = None
 
-    @property
-    def sid(self) -> str | None:
-        """The SID of the rollout in this thread (None: nothing to propose)."""
-        return _SID.get()
-
-    @sid.setter
-    def sid(self, value: str | None) -> None:
-        _SID.set(value)
-
     def generate(self, context: str, k: int = 1) -> list[SIDCandidate]:
         sid = _SID.get()
         return [] if sid is None else [SIDCandidate(sid=sid, score=0.0)]
@@ -464,7 +455,7 @@ class GraphRollouts:
         parts = self._common(item, completion)
         if codes is None:
             return parts | {"strategy_judge": 0.0, "outcome": 0.0}
-        self._chosen.sid = str(self.spec.make(codes))
+        _SID.set(str(self.spec.make(codes)))
         out = self._graph("retriever").invoke(
             {"query": item.task.query},
             context={"bank": self.bank, "memory_k": self.config.memory_k},
@@ -495,7 +486,7 @@ class GraphRollouts:
             }
         sid = self.spec.make(codes)
         occupied = self.bank.get(sid) is not None
-        self._chosen.sid = str(sid)
+        _SID.set(str(sid))
         path = self._scratch / f"rollout-{next(self._scratch_ids)}.db"
         with scratch_bank(self.bank_url, path) as url:
             # The rollout owns this bank: passed as an object (never cached by URL), closed

@@ -12,13 +12,15 @@ import logging
 import math
 import os
 import re
+import threading
+import time
 from typing import Any
 
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableLambda
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from genmem.envs.gsm8k import GSM8KEnvironment
 from genmem.errors import TooManyFailures
@@ -228,20 +230,17 @@ class SlowChat(RoutingChat):
     delay: float = 0.02
     in_flight: int = 0
     most_in_flight: int = 0
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def _call(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[override]
-        import threading
-        import time
-
-        lock = self.__dict__.setdefault("_lock", threading.Lock())
-        with lock:
+        with self._lock:
             self.in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
             time.sleep(self.delay)
             return super()._call(messages, stop, run_manager, **kwargs)
         finally:
-            with lock:
+            with self._lock:
                 self.in_flight -= 1
 
 
