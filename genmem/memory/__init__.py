@@ -19,6 +19,7 @@ from genmem.memory.encoders import (
     format_for_encoding,
     load_encoder,
 )
+from genmem.memory.gate import GateConfig, GateVerdict, WriteGate, check_payload
 from genmem.memory.langgraph_store import LangGraphBankStore
 from genmem.memory.location import DEFAULT_BANK_ID, BankURL, open_bank, open_store, parse_bank_url
 from genmem.memory.metrics import CodebookMetrics, code_shares, codebook_metrics
@@ -66,6 +67,8 @@ __all__ = [
     "Entry",
     "Event",
     "ExperienceRecord",
+    "GateConfig",
+    "GateVerdict",
     "Hit",
     "LangGraphBankStore",
     "LookupResult",
@@ -80,7 +83,9 @@ __all__ = [
     "SentenceTransformerEncoder",
     "Update",
     "Version",
+    "WriteGate",
     "build_bank",
+    "check_payload",
     "code_shares",
     "codebook_metrics",
     "coerce_sid",

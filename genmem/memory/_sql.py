@@ -34,6 +34,7 @@ __all__ = [
     "Dialect",
     "Migration",
     "event_from_row",
+    "event_params",
     "info_params",
     "migrations",
     "prefix_range",
@@ -94,6 +95,8 @@ MIGRATIONS: list[Migration] = [
         ALTER TABLE genmem_banks ALTER COLUMN bank_id TYPE TEXT COLLATE "C";
         """,
     },
+    # 3: the write gate's reason on a rejected event (NULL on every other event).
+    "ALTER TABLE genmem_events ADD COLUMN reason TEXT",
 ]
 
 _TYPES = {
@@ -118,7 +121,7 @@ def q(sql: str, dialect: Dialect) -> str:
 
 
 VERSION_COLS = "v.sid, v.version, v.payload, v.deleted, v.created_at, v.actor, v.metadata"
-EVENT_COLS = "seq, op, outcome, sid, version_before, version_after, time, actor"
+EVENT_COLS = "seq, op, outcome, sid, version_before, version_after, time, actor, reason"
 
 CREATE_SCHEMA_TABLE = (
     "CREATE TABLE IF NOT EXISTS genmem_schema (version INTEGER PRIMARY KEY, applied_at {float})"
@@ -151,6 +154,10 @@ EVENTS = f"SELECT {EVENT_COLS} FROM genmem_events WHERE bank_id = ? AND seq > ? 
 COUNT_VERSIONS = "SELECT COUNT(*) FROM genmem_versions WHERE bank_id = ?"
 COUNT_TOMBSTONES = "SELECT COUNT(*) FROM genmem_slots WHERE bank_id = ? AND live = 0"
 COUNT_OUTCOMES = "SELECT outcome, COUNT(*) FROM genmem_events WHERE bank_id = ? GROUP BY outcome"
+COUNT_REASONS = (
+    "SELECT reason, COUNT(*) FROM genmem_events WHERE bank_id = ? AND outcome = 'rejected' "
+    "GROUP BY reason"
+)
 LAST_SEQ = "SELECT COALESCE(MAX(seq), 0) FROM genmem_events WHERE bank_id = ?"
 
 INSERT_VERSION = (
@@ -164,8 +171,8 @@ UPSERT_SLOT = (
 )
 INSERT_EVENT = (
     "INSERT INTO genmem_events "
-    "(bank_id, op, outcome, sid, version_before, version_after, time, actor) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq"
+    "(bank_id, op, outcome, sid, version_before, version_after, time, actor, reason) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq"
 )
 # Snapshots: the full history of every live slot, and the slots themselves.
 SNAPSHOT_VERSIONS = (
@@ -218,7 +225,7 @@ def version_params(bank_id: str, skey: str, v: Version) -> tuple[Any, ...]:
 
 def event_from_row(row: Sequence[Any]) -> Event:
     """An :class:`Event` from a row of ``EVENT_COLS``."""
-    seq, op, outcome, sid, before, after, at, actor = row
+    seq, op, outcome, sid, before, after, at, actor, reason = row
     return Event(
         seq=int(seq),
         op=op,
@@ -228,6 +235,22 @@ def event_from_row(row: Sequence[Any]) -> Event:
         version_after=after,
         time=float(at),
         actor=actor,
+        reason=reason,
+    )
+
+
+def event_params(bank_id: str, e: Event) -> tuple[Any, ...]:
+    """Parameters of ``INSERT_EVENT`` for one event (its ``seq`` is the database's)."""
+    return (
+        bank_id,
+        e.op,
+        e.outcome,
+        e.sid,
+        e.version_before,
+        e.version_after,
+        e.time,
+        e.actor,
+        e.reason,
     )
 
 

@@ -50,8 +50,19 @@ class _SQLSlotTx:
         version_after: int | None,
         at: float,
         actor: str,
+        reason: str | None = None,
     ) -> int:
-        params = (self._bank_id, op, outcome, self._sid, version_before, version_after, at, actor)
+        params = (
+            self._bank_id,
+            op,
+            outcome,
+            self._sid,
+            version_before,
+            version_after,
+            at,
+            actor,
+            reason,
+        )
         self._store._lock_log(self._cur, self._bank_id)
         return int(self._store._x(self._cur, S.INSERT_EVENT, params).fetchone()[0])
 
@@ -126,20 +137,7 @@ class SQLBankStore(BankStore):
             for skey, v in latest.items():
                 self._x(cur, S.UPSERT_SLOT, (info.bank_id, skey, v.version, int(not v.deleted)))
             for e in events:
-                self._x(
-                    cur,
-                    S.INSERT_EVENT,
-                    (
-                        info.bank_id,
-                        e.op,
-                        e.outcome,
-                        e.sid,
-                        e.version_before,
-                        e.version_after,
-                        e.time,
-                        e.actor,
-                    ),
-                ).fetchone()
+                self._x(cur, S.INSERT_EVENT, S.event_params(info.bank_id, e)).fetchone()
 
     def _snapshot(self, source: str, info: BankInfo) -> None:
         with self._transaction(None) as cur:
@@ -199,11 +197,13 @@ class SQLBankStore(BankStore):
             versions = int(self._x(cur, S.COUNT_VERSIONS, (bank_id,)).fetchone()[0])
             tombstones = int(self._x(cur, S.COUNT_TOMBSTONES, (bank_id,)).fetchone()[0])
             outcomes = {o: int(n) for o, n in self._x(cur, S.COUNT_OUTCOMES, (bank_id,)).fetchall()}
+            reasons = {r: int(n) for r, n in self._x(cur, S.COUNT_REASONS, (bank_id,)).fetchall()}
         return {
             "versions": versions,
             "tombstones": tombstones,
             "events": sum(outcomes.values()),
             "outcomes": outcomes,
+            "rejections": reasons,
         }
 
     # -- writes -----------------------------------------------------------------------------

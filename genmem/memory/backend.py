@@ -85,8 +85,9 @@ class SlotTx(Protocol):
         version_after: int | None,
         at: float,
         actor: str,
+        reason: str | None = None,
     ) -> int:
-        """Append one event to the bank's log and return its sequence number."""
+        """Append one event to the bank's log (``reason``: a rejection's) and return its seq."""
 
 
 class StoreBackend(ABC):
@@ -137,7 +138,7 @@ class StoreBackend(ABC):
 
     @abstractmethod
     def counts(self, bank_id: str) -> dict[str, object]:
-        """``versions``, ``tombstones``, ``events`` and ``outcomes`` (a dict per outcome)."""
+        """``versions``, ``tombstones``, ``events``, ``outcomes`` and ``rejections`` (dicts)."""
 
     # -- writes ---------------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ from genmem.memory.backend import (
     check_new_bank,
     sort_key,
 )
+from genmem.memory.gate import WriteGate
 from genmem.memory.records import (
     ApplyResult,
     BankInfo,
@@ -204,6 +205,7 @@ class Bank:
             tombstones=int(counts["tombstones"]),  # type: ignore[call-overload]
             events=int(counts["events"]),  # type: ignore[call-overload]
             outcomes=dict(counts["outcomes"]),  # type: ignore[call-overload]
+            rejections=dict(counts.get("rejections", {})),  # type: ignore[call-overload]
             occupied_prefixes=prefixes,
             capacity=self.spec.capacity,
             leaf_utilization=len(live) / self.spec.capacity,
@@ -218,8 +220,9 @@ class Bank:
         *,
         actor: str = "api",
         metadata: dict[str, Any] | None = None,
+        gate: WriteGate | None = None,
     ) -> ApplyResult:
-        """Fill an empty slot with a new entry."""
+        """Fill an empty slot with a new entry (``gate``: refuse junk as a ``rejected`` event)."""
         target = self.sid(sid)
         text = _check_payload(payload)
         if not text.strip():
@@ -238,7 +241,7 @@ class Bank:
                     sid=str(target),
                     version=cur.version,
                 )
-            return self._write(tx, target, "insert", text, actor, meta)
+            return self._write(tx, target, "insert", text, actor, meta, gate)
 
         return self._run_write(target, body)
 
@@ -250,8 +253,13 @@ class Bank:
         expected_version: int | None = None,
         actor: str = "api",
         metadata: dict[str, Any] | None = None,
+        gate: WriteGate | None = None,
     ) -> ApplyResult:
-        """Replace, keep (same text) or delete (empty text) the payload of an occupied slot."""
+        """Replace, keep (same text) or delete (empty text) the payload of an occupied slot.
+
+        With a ``gate``, a new text the gate refuses is a ``rejected`` event and one it finds
+        unchanged is a retention; a deletion is never gated.
+        """
         target = self.sid(sid)
         text = _check_payload(payload)
         meta = _check_metadata(metadata)
@@ -278,12 +286,19 @@ class Bank:
                     expected=expected_version,
                     actual=cur.version,
                 )
-            return self._write(tx, target, "revise", text, actor, meta)
+            return self._write(tx, target, "revise", text, actor, meta, gate)
 
         return self._run_write(target, body)
 
-    def apply(self, update: Update | dict[str, Any], *, actor: str = "api") -> ApplyResult:
-        """Apply a validated ``(op, sid, payload)`` update."""
+    def apply(
+        self,
+        update: Update | dict[str, Any],
+        *,
+        actor: str = "api",
+        gate: WriteGate | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> ApplyResult:
+        """Apply a validated ``(op, sid, payload)`` update, through ``gate`` when given."""
         if not isinstance(update, Update):
             try:
                 update = Update.model_validate(update)
@@ -292,9 +307,16 @@ class Bank:
         if update.op == "insert":
             if update.expected_version is not None:
                 raise InvalidUpdate("expected_version applies to revise only, not insert")
-            return self.insert(update.sid, update.payload, actor=actor)
+            return self.insert(
+                update.sid, update.payload, actor=actor, metadata=metadata, gate=gate
+            )
         return self.revise(
-            update.sid, update.payload, expected_version=update.expected_version, actor=actor
+            update.sid,
+            update.payload,
+            expected_version=update.expected_version,
+            actor=actor,
+            metadata=metadata,
+            gate=gate,
         )
 
     def _write(
@@ -305,10 +327,36 @@ class Bank:
         text: str,
         actor: str,
         meta: dict[str, Any],
+        gate: WriteGate | None = None,
     ) -> ApplyResult:
         cur = tx.current
         live_before = None if cur is None or cur.deleted else cur.version
         now = time.time()
+        deleting = op == "revise" and not text.strip()
+        if gate is not None and not deleting:
+            verdict = gate.check(text, None if live_before is None or cur is None else cur.payload)
+            if verdict.action == "reject":
+                seq = tx.add_event(
+                    op,  # type: ignore[arg-type]
+                    "rejected",
+                    live_before,
+                    live_before,
+                    now,
+                    actor,
+                    verdict.reason,
+                )
+                return ApplyResult(
+                    op=op,  # type: ignore[arg-type]
+                    outcome="rejected",
+                    sid=str(sid),
+                    version_before=live_before,
+                    version_after=live_before,
+                    seq=seq,
+                    reason=verdict.reason,
+                    detail=verdict.detail,
+                )
+            if verdict.action == "retain":
+                text = cur.payload  # type: ignore[union-attr]
         if op == "revise" and cur is not None and text == cur.payload:
             seq = tx.add_event("revise", "retained", live_before, live_before, now, actor)
             return ApplyResult(
@@ -319,7 +367,6 @@ class Bank:
                 version_after=live_before,
                 seq=seq,
             )
-        deleting = op == "revise" and not text.strip()
         number = 1 if cur is None else cur.version + 1
         tx.add_version(
             Version(
@@ -401,7 +448,9 @@ class Bank:
             out.write(json.dumps({"type": "version", **v.model_dump()}, ensure_ascii=False) + "\n")
             n += 1
         for e in self.store.events(self.bank_id):
-            out.write(json.dumps({"type": "event", **e.model_dump()}) + "\n")
+            # an event without a reason is written as before the gate existed
+            event = e.model_dump(exclude={"reason"} if e.reason is None else None)
+            out.write(json.dumps({"type": "event", **event}) + "\n")
             n += 1
         return n
 
@@ -544,6 +593,14 @@ def _event_effect(e: Event, slot: dict[int, Version]) -> tuple[int | None, str |
         return "tombstone" if slot[n].deleted else "live"
 
     before, after = e.version_before, e.version_after
+    if e.outcome == "rejected":
+        if not e.reason:
+            return None, "a rejection names the gate's reason"
+        if after != before or (before is not None and kind(before) != "live"):
+            return None, f"a rejection keeps the slot as it was, but {before} -> {after}"
+        return None, None
+    if e.reason is not None:
+        return None, f"only a rejection has a reason, not outcome {e.outcome!r}"
     if e.op == "insert":
         if e.outcome != "inserted":
             return None, f"op 'insert' cannot have outcome {e.outcome!r}"

@@ -33,7 +33,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["REASONS", "GateConfig", "GateVerdict", "Reason", "check_payload"]
+__all__ = ["REASONS", "GateConfig", "GateVerdict", "Reason", "WriteGate", "check_payload"]
 
 Reason = Literal["empty", "symbols", "repetition", "field_names", "markup", "ungrounded"]
 REASONS: tuple[Reason, ...] = get_args(Reason)
@@ -147,6 +147,19 @@ def check_payload(
         if own and not own & known:
             return _reject("ungrounded", "no content word in common with the task or run")
     return GateVerdict(action="write")
+
+
+@dataclass(frozen=True)
+class WriteGate:
+    """The gate as a writer hands it to a bank write: the texts the payload was written from."""
+
+    sources: tuple[str, ...] = ()
+    """Task, trajectory or merged records; empty skips the grounding check."""
+    config: GateConfig = GateConfig()
+
+    def check(self, payload: str, previous: str | None = None) -> GateVerdict:
+        """The verdict on writing ``payload`` over ``previous`` (None: an empty slot)."""
+        return check_payload(payload, sources=self.sources, previous=previous, config=self.config)
 
 
 def _repetition(text: str, words: list[str], config: GateConfig) -> str | None:

@@ -113,7 +113,14 @@ def _slot_value(codes: Sequence[int], v: Version) -> dict[str, Any]:
 
 
 def _empty_log() -> dict[str, Any]:
-    return {"last_seq": 0, "versions": 0, "tombstones": 0, "outcomes": {}}
+    return {"last_seq": 0, "versions": 0, "tombstones": 0, "outcomes": {}, "rejections": {}}
+
+
+def _count(log: dict[str, Any], outcome: str, reason: str | None) -> None:
+    """Count one event in the log's per-outcome (and per-rejection-reason) tallies."""
+    log["outcomes"][outcome] = log["outcomes"].get(outcome, 0) + 1
+    if reason is not None:
+        log["rejections"][reason] = log["rejections"].get(reason, 0) + 1
 
 
 class _Namespaces:
@@ -141,6 +148,7 @@ class _LangGraphSlotTx:
         )
         self._log = _empty_log() if log is None else dict(log.value)
         self._log["outcomes"] = dict(self._log["outcomes"])
+        self._log["rejections"] = dict(self._log.get("rejections", {}))  # logs before the gate
         self.puts: list[PutOp] = []
 
     def add_version(self, version: Version) -> None:
@@ -164,10 +172,10 @@ class _LangGraphSlotTx:
         version_after: int | None,
         at: float,
         actor: str,
+        reason: str | None = None,
     ) -> int:
         seq = self._log["last_seq"] = self._log["last_seq"] + 1
-        outcomes = self._log["outcomes"]
-        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        _count(self._log, outcome, reason)
         event = Event(
             seq=seq,
             op=op,
@@ -177,6 +185,7 @@ class _LangGraphSlotTx:
             version_after=version_after,
             time=at,
             actor=actor,
+            reason=reason,
         )
         self.puts.append(_put(self._ns.events, _event_key(seq), event.model_dump()))
         return seq
@@ -326,7 +335,7 @@ class LangGraphBankStore(BankStore):
             for seq, e in enumerate(events, 1):  # renumbered from 1, like a fresh bank
                 event = e.model_copy(update={"seq": seq})
                 puts.append(_put(ns.events, _event_key(seq), event.model_dump()))
-                log["outcomes"][e.outcome] = log["outcomes"].get(e.outcome, 0) + 1
+                _count(log, e.outcome, e.reason)
             log.update(
                 last_seq=len(events),
                 versions=len(versions),
@@ -432,6 +441,7 @@ class LangGraphBankStore(BankStore):
             "tombstones": int(log["tombstones"]),
             "events": int(log["last_seq"]),
             "outcomes": {k: int(n) for k, n in log["outcomes"].items()},
+            "rejections": {k: int(n) for k, n in log.get("rejections", {}).items()},
         }
 
     # -- writes ---------------------------------------------------------------------------

@@ -28,8 +28,9 @@ __all__ = [
 Op = Literal["insert", "revise"]
 """What a writer asks for: fill an empty slot, or replace the payload of an occupied one."""
 
-Outcome = Literal["inserted", "revised", "retained", "deleted"]
-"""What a write did: a new entry, a new payload, the same payload kept, or a tombstone."""
+Outcome = Literal["inserted", "revised", "retained", "deleted", "rejected"]
+"""What a write did: a new entry, a new payload, the same payload kept, a tombstone, or nothing
+because the write gate refused the payload (the event records the gate's reason)."""
 
 _SID_SHAPE = re.compile(r"\s*(<SID_L\d+_\d+>)+\s*")
 
@@ -114,6 +115,9 @@ class Event(BaseModel):
     version_after: int | None = Field(description="Live version after, None after a deletion.")
     time: float
     actor: str
+    reason: str | None = Field(
+        default=None, description="Why the write gate refused the write (rejected events only)."
+    )
 
 
 class Hit(BaseModel):
@@ -142,6 +146,8 @@ class ApplyResult(BaseModel):
     version_before: int | None
     version_after: int | None
     seq: int
+    reason: str | None = Field(default=None, description="The gate's reason for a rejection.")
+    detail: str | None = Field(default=None, description="What the gate found, for people.")
 
 
 class BankInfo(BaseModel):
@@ -170,6 +176,9 @@ class BankStats(BaseModel):
     tombstones: int = Field(description="Slots whose latest version is a deletion.")
     events: int
     outcomes: dict[str, int] = Field(description="Event counts per outcome.")
+    rejections: dict[str, int] = Field(
+        default_factory=dict, description="Writes the gate refused, per reason."
+    )
     occupied_prefixes: list[int] = Field(description="Distinct occupied prefixes per depth.")
     capacity: int
     leaf_utilization: float = Field(description="entries / capacity.")

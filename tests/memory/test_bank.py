@@ -21,6 +21,7 @@ from genmem.errors import (
     VersionConflict,
 )
 from genmem.memory.bank import MAX_PAYLOAD_CHARS, Bank, import_bank
+from genmem.memory.gate import WriteGate
 from genmem.memory.records import Update
 from genmem.memory.sid import DEFAULT_SPEC, SID, SIDSpec
 from tests.conftest import TEST_HASH
@@ -306,15 +307,64 @@ def test_snapshot_is_frozen_and_readable(bank: Bank) -> None:
     assert snap.check() == []
 
 
+LESSON = "Convert every quantity to the same unit before adding the totals."
+
+
+def test_the_gate_refuses_junk_as_a_rejected_event_and_stores_nothing(bank: Bank) -> None:
+    gate = WriteGate(sources=("How many minutes are 2 hours and 30 minutes in total?",))
+    r = bank.insert(A, "15,000,000,000,000 = 15,000,000,000,000", gate=gate)
+    assert (r.outcome, r.reason, r.version_before, r.version_after) == (
+        "rejected",
+        "symbols",
+        None,
+        None,
+    )
+    assert "letters" in r.detail and bank.get(A) is None and bank.history(A) == []
+    bank.insert(A, LESSON, gate=gate)
+    r = bank.revise(A, "skill_name: skill_name\nsteps: steps\npitfalls: pitfalls", gate=gate)
+    assert (r.outcome, r.reason, r.version_after) == ("rejected", "field_names", 1)
+    r = bank.revise(A, "  " + LESSON.upper(), gate=gate)  # the same lesson, respelt
+    assert (r.outcome, r.version_after) == ("retained", 1)
+    r = bank.revise(A, "Bake a cake with flour and sugar, then frost it nicely.", gate=gate)
+    assert (r.outcome, r.reason) == ("rejected", "ungrounded")
+    r = bank.revise(A, "Add the minutes of each part only after converting hours.", gate=gate)
+    assert (r.outcome, r.version_after) == ("revised", 2)
+    assert bank.revise(A, "", gate=gate).outcome == "deleted"  # a deletion is never gated
+    assert bank.insert(B, "1234567890 1234567890").outcome == "inserted"  # no gate, no check
+    rejected = [e for e in bank.events() if e.outcome == "rejected"]
+    assert [(e.op, e.reason) for e in rejected] == [
+        ("insert", "symbols"),
+        ("revise", "field_names"),
+        ("revise", "ungrounded"),
+    ]
+    stats = bank.stats()
+    assert stats.outcomes["rejected"] == 3 and stats.versions == 4
+    assert stats.rejections == {"symbols": 1, "field_names": 1, "ungrounded": 1}
+    assert bank.check() == []
+
+
+def test_a_rejection_needs_the_slot_it_saw(bank: Bank) -> None:
+    bank.insert(A, LESSON)
+    with pytest.raises(SlotOccupied):  # an occupied slot is an error before any gate
+        bank.insert(A, "!!!!", gate=WriteGate())
+    with pytest.raises(SlotEmpty):
+        bank.revise(B, "!!!!", gate=WriteGate())
+    assert [e.outcome for e in bank.events()] == ["inserted"]
+
+
 def test_export_import_round_trip(store, bank: Bank) -> None:
     bank.insert(A, "v1", metadata={"sources": [1, 2]})
     bank.revise(A, "v2")
     bank.revise(A, "v2")
     bank.insert(B, "b ünïcode")
     bank.revise(B, "")
+    bank.insert(A_FAR, "<|im_start|> assistant text here", gate=WriteGate())
     buf = io.StringIO()
     lines = bank.export_jsonl(buf)
-    assert lines == 1 + 4 + 5
+    assert lines == 1 + 4 + 6
+    events = [json.loads(x) for x in buf.getvalue().splitlines() if '"event"' in x]
+    assert [e.get("reason") for e in events] == [None] * 5 + ["markup"]
+    assert "reason" not in events[0]  # events without one are written as before the gate
     buf.seek(0)
     copy = import_bank(store, buf, bank_id="copy")
     assert [v.model_dump() for v in store.all_versions("copy")] == [
@@ -353,6 +403,7 @@ def _export_rows(bank: Bank) -> list[dict]:
     bank.revise(A, "v2")
     bank.revise(A, "")
     bank.insert(A, "v4")
+    bank.insert(A_SIB, "12 + 12 = 24 = 24", gate=WriteGate())
     bank.insert(B, "b")
     buf = io.StringIO()
     bank.export_jsonl(buf)
@@ -450,6 +501,18 @@ BAD_EXPORTS = {
         "already written by event",
     ),
     "second bank record": (lambda rows: [*rows, rows[0]], "second bank record"),
+    "rejection without a reason": (
+        lambda rows: _edit(rows, "event", _event(A_SIB, "rejected"), reason=None),
+        "reason",
+    ),
+    "reason on a revision": (
+        lambda rows: _edit(rows, "event", _event(A, "revised"), reason="symbols"),
+        "only a rejection",
+    ),
+    "rejection that wrote a version": (
+        lambda rows: _edit(rows, "event", _event(A_SIB, "rejected"), version_after=1),
+        "keeps the slot",
+    ),
 }
 
 

@@ -21,6 +21,7 @@ from genmem.memory.sid import DEFAULT_SPEC
 from tests import _postgres
 from tests._writers import kill_after, spawn_writer
 from tests.conftest import TEST_HASH
+from tests.memory._releases import roll_back_to_first_release, write_as_first_release
 
 integration = pytest.mark.integration
 
@@ -250,11 +251,9 @@ def test_migration_makes_prefix_queries_byte_wise_on_an_existing_icu_database(
 
     import psycopg
 
-    from genmem.memory import _sql
-
     conninfo = _postgres.fresh_schema(icu=True)
     # The schema exactly as a release with only the first migration left it, with data in it.
-    monkeypatch.setattr(_sql, "MIGRATIONS", MIGRATIONS[:1])
+    write_as_first_release(monkeypatch)
     with _store(conninfo) as old:
         bank = old.create_bank("default", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
         live = _populate(bank)
@@ -262,6 +261,8 @@ def test_migration_makes_prefix_queries_byte_wise_on_an_existing_icu_database(
         before = io.StringIO()
         bank.export_jsonl(before)
     monkeypatch.undo()
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        roll_back_to_first_release(conn.execute)
 
     with _store(conninfo) as new:  # opening applies the pending migration
         bank = new.bank("default")

@@ -16,6 +16,7 @@ from genmem.memory._sql import MIGRATIONS
 from genmem.memory.sid import DEFAULT_SPEC
 from genmem.memory.sqlite_store import SQLiteBankStore
 from tests.conftest import TEST_HASH
+from tests.memory._releases import roll_back_to_first_release, write_as_first_release
 
 SIDS = ["<SID_L1_1><SID_L2_2><SID_L3_3><SID_L4_4>", "<SID_L1_1><SID_L2_2><SID_L3_3><SID_L4_5>"]
 
@@ -123,16 +124,22 @@ def test_setup_is_idempotent(tmp_path: Path) -> None:
 
 
 def test_a_file_from_the_first_release_opens_unchanged(tmp_path: Path, monkeypatch) -> None:
-    from genmem.memory import _sql
 
     path = tmp_path / "old.db"
-    monkeypatch.setattr(_sql, "MIGRATIONS", MIGRATIONS[:1])  # as the first release left it
+    write_as_first_release(monkeypatch)
     _seed(path)
     old = SQLiteBankStore(path)
     old.bank("default").revise(SIDS[0], "")
     exported = io.StringIO()
     old.bank("default").export_jsonl(exported)
+    old.close()
     monkeypatch.undo()
+    with sqlite3.connect(path) as conn:
+        roll_back_to_first_release(conn.execute)
+        columns = [r[1] for r in conn.execute("PRAGMA table_info(genmem_events)")]
+        assert "reason" not in columns
+        assert conn.execute("SELECT MAX(version) FROM genmem_schema").fetchone()[0] == 1
+    conn.close()
     new = SQLiteBankStore(path)
     bank = new.bank("default")
     again = io.StringIO()
@@ -143,4 +150,3 @@ def test_a_file_from_the_first_release_opens_unchanged(tmp_path: Path, monkeypat
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT MAX(version) FROM genmem_schema").fetchone()[0] == len(MIGRATIONS)
     new.close()
-    old.close()
