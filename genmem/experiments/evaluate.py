@@ -173,6 +173,8 @@ def _memory_op(state: dict[str, Any]) -> str | None:
     if update:
         return str(update.get("outcome"))
     if error:
+        if error.get("kind") == "gated":
+            return f"rejected (gate: {error.get('gate_reason')})"
         return f"rejected ({error.get('kind')})"
     return None
 

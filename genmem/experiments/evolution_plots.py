@@ -31,6 +31,7 @@ _OP_COLORS = {
     "revised": "#4C72B0",
     "retained": "#8172B3",
     "deleted": "#C44E52",
+    "rejected": "#DD8452",
     "no_write": "#CCCCCC",
 }
 _SID_CODE = re.compile(r"<SID_L\d+_(\d+)>")
@@ -235,7 +236,7 @@ def plot_update_concentration(counts: Mapping[str, int], path: Path) -> Path:
 
 
 def plot_operation_mix(blocks: Sequence[BlockOperations], path: Path) -> Path:
-    """Stacked bars per block: inserted, revised, retained, deleted and no-write queries."""
+    """Stacked bars per block: inserted, revised, retained, deleted, rejected, no-write queries."""
     plt = _pyplot()
     from matplotlib.ticker import MaxNLocator
 

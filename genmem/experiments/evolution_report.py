@@ -81,15 +81,15 @@ def _paired_table(summary: EvolveSummary | PooledEvolveSummary) -> list[str]:
 def _operations(summary: EvolveSummary) -> list[str]:
     lines = [
         "",
-        "| block | queries | inserted | revised | retained | deleted | no write | "
-        "mean edit distance |",
-        "|---|---|---|---|---|---|---|---|",
+        "| block | queries | inserted | revised | retained | deleted | rejected by gate | "
+        "no write | mean edit distance |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for b in summary.blocks:
         edit = "-" if b.mean_edit_distance is None else f"{b.mean_edit_distance:.0f}"
         lines.append(
             f"| {b.block} | {b.queries} | {b.inserted} | {b.revised} | {b.retained} | "
-            f"{b.deleted} | {b.no_write} | {edit} |"
+            f"{b.deleted} | {b.rejected} | {b.no_write} | {edit} |"
         )
     reused = sorted({s.method for s in summary.checkpoints if s.reused})
     if reused:

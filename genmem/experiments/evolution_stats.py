@@ -236,8 +236,9 @@ def paired_checkpoints(
     return out
 
 
-OPS: tuple[str, ...] = ("inserted", "revised", "retained", "deleted", "no_write")
-"""Per-query results of a block, in plotting order: the four write outcomes, then no write."""
+OPS: tuple[str, ...] = ("inserted", "revised", "retained", "deleted", "rejected", "no_write")
+"""Per-query results of a block, in plotting order: the write outcomes (``rejected``: the gate
+refused the payload), then no write."""
 
 
 class BlockOperations(BaseModel):
@@ -249,6 +250,7 @@ class BlockOperations(BaseModel):
     revised: int = 0
     retained: int = 0
     deleted: int = 0
+    rejected: int = Field(default=0, description="Updates the write gate refused.")
     no_write: int = Field(default=0, description="Queries of the block that wrote nothing.")
     mean_edit_distance: float | None = Field(
         default=None,

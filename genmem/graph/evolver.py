@@ -20,8 +20,11 @@
   ``max_retries`` allows, the rejection is fed back to the model as a message and it answers
   again;
 - ``apply`` writes the decision with ``Bank.apply`` as a compare-and-set on the version read at
-  lookup. A bank that refuses (read-only snapshot, a concurrent writer, ...) is recorded as a
-  rejection; the graph never raises for it.
+  lookup, through the write gate (:mod:`genmem.memory.gate`, grounded in the query, the
+  trajectory, the outcome and the entry read). A payload the gate refuses is a ``rejected``
+  event in the bank's log and a ``gated`` rejection here (``error["gate_reason"]``); a bank that
+  refuses (read-only snapshot, a concurrent writer, ...) is recorded as a rejection too; the
+  graph never raises for it.
 
 Every attempt leaves one entry in the run's ``events`` log (``applied`` or ``rejected``, with the
 reason), and the final ``error`` says why nothing was written when that is the result.
@@ -32,7 +35,7 @@ from __future__ import annotations
 import json
 import operator
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypedDict
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -58,6 +61,7 @@ from genmem.graph._addressing import BankGenerators, GeneratorFactory
 from genmem.graph._runtime import bank_from_runtime
 from genmem.graph.retriever import MemoryContext
 from genmem.graph.trajectory import render_trajectory
+from genmem.memory.gate import GateConfig, WriteGate
 from genmem.memory.records import Update
 from genmem.memory.sid import SIDSpec
 from genmem.policies.backends import load_chat_model
@@ -93,6 +97,7 @@ RejectionKind = Literal[
     "slot_empty",
     "invalid_update",
     "bank_error",
+    "gated",
 ]
 """Why a run wrote nothing (``error["kind"]`` and a rejected event's ``reason``)."""
 
@@ -151,6 +156,9 @@ class EvolverConfig:
     """Further decisions to ask for after an invalid one, the rejection fed back each time."""
     actor: str = EVOLVER_NODE
     """Who the bank records as the writer of each update."""
+    gate: GateConfig | None = field(default_factory=GateConfig)
+    """The write gate every update passes (:mod:`genmem.memory.gate`); None writes any valid
+    decision, junk included."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.beam <= 50:
@@ -176,12 +184,14 @@ class _Rejected(Exception):
         message: str,
         output: str | None = None,
         op: str | None = None,
+        gate_reason: str | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.output = output
         self.op = op
+        self.gate_reason = gate_reason
 
 
 @dataclass(frozen=True)
@@ -217,8 +227,11 @@ def _event(
 
 def _rejection(exc: _Rejected, sid: str | None, attempt: int | None = None) -> EvolverState:
     """The state update that records a refusal."""
+    error = {"kind": exc.kind, "message": exc.message, "output": exc.output}
+    if exc.gate_reason is not None:
+        error["gate_reason"] = exc.gate_reason
     return {
-        "error": {"kind": exc.kind, "message": exc.message, "output": exc.output},
+        "error": error,
         "events": [
             _event(
                 "rejected",
@@ -558,13 +571,29 @@ def build_evolver_graph(
             op=decision.op, sid=sid, payload=decision.payload, expected_version=expected
         )
         attempt = state.get("attempts")
+        gate = None
+        if cfg.gate is not None:
+            query, trajectory, outcome = _check_input(state)
+            stored = [slot.hits[0]["payload"]] if slot is not None and slot.exact else []
+            sources = (query, trajectory, outcome or "", *stored)
+            gate = WriteGate(sources=sources, config=cfg.gate)
         try:
-            result = bank.apply(update, actor=cfg.actor)
+            result = bank.apply(update, actor=cfg.actor, gate=gate)
         except GenMemError as exc:
             refused = _Rejected(
                 _bank_kind(exc), f"the bank refused the write: {exc}", op=decision.op
             )
             return _rejection(refused, sid, attempt)
+        if result.outcome == "rejected":
+            gated = _Rejected(
+                "gated",
+                f"the write gate refused the payload ({result.reason}: {result.detail}); "
+                f"logged as event {result.seq}, nothing stored",
+                output=decision.payload,
+                op=decision.op,
+                gate_reason=result.reason,
+            )
+            return {"update": None, **_rejection(gated, sid, attempt)}
         before = "empty" if result.version_before is None else f"v{result.version_before}"
         after = "empty" if result.version_after is None else f"v{result.version_after}"
         event = _event(

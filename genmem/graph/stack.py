@@ -339,7 +339,7 @@ class TaskStack(BaseModel):
         for position in order:
             if len(self._assemble(lines, shown | {position})) <= max_chars:
                 shown.add(position)
-            elif position != plan_at:
+            elif position == newest or position != plan_at:
                 break  # what is shown stays a contiguous tail of the history
         if not shown:  # not even the newest entry fits: show as much of it as there is room for
             return _clip(lines[newest], max_chars)

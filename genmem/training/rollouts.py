@@ -379,7 +379,7 @@ class GraphRollouts:
             "sid_match": None if agreement is None or math.isnan(agreement) else agreement >= 1.0,
             "answered": bool(parts.pop("answered", False)),
         }
-        texts = {k: parts.pop(k) for k in ("support", "payload") if k in parts}
+        texts = {k: parts.pop(k) for k in ("support", "payload", "gate_reason") if k in parts}
         values = [parts.get(k) for k in PARTS[item.role]]
         failed = any(v is not None and math.isnan(v) for v in values)
         parts["process_channel"] = math.nan if failed else sum(v for v in values if v is not None)
@@ -510,6 +510,7 @@ class GraphRollouts:
             "op": op,
             "retrieved": occupied,
             "payload": payload,
+            "gate_reason": (out.get("error") or {}).get("gate_reason"),
             "operation": operation_reward(op, occupied),
         }
         if not payload.strip():

@@ -18,6 +18,7 @@ from pydantic import Field
 from genmem.graph.evolver import EvolverConfig, build_evolver_graph
 from genmem.graph.trajectory import StepRecord, Trajectory
 from genmem.memory.bank import Bank
+from genmem.memory.gate import check_payload
 from genmem.memory.location import open_bank
 from genmem.memory.sid import SID
 from genmem.policies.backends import load_chat_model
@@ -97,6 +98,37 @@ def _assert_unchanged(bank: Bank, events_before: int) -> None:
 
 
 # -- writes --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("op", "sid", "payload", "reason"),
+    [
+        ("insert", FAR, "1234567890", "empty"),
+        ("insert", FAR, "15,000,000,000,000 + 15,000,000,000,000", "symbols"),
+        ("revise", A, "12_remn_12_remn_12_remn_12_remn_12_remn_12_remn", "repetition"),
+        ("revise", A, "Use the <retrieved_memory> block to answer the task.", "markup"),
+        ("insert", FAR, "Knead the dough gently and let it rise overnight.", "ungrounded"),
+    ],
+)
+def test_the_gate_refuses_junk_and_the_bank_logs_why(bank_url, bank, op, sid, payload, reason):
+    before = bank.stats().events
+    out = _run(_graph([_decision(op, payload, sid)], sid), bank_url, outcome="success")
+    assert out["update"] is None and out["error"]["kind"] == "gated"
+    assert out["error"]["gate_reason"] == reason and out["error"]["output"] == payload
+    assert [e["kind"] for e in out["events"]] == ["rejected"]
+    assert out["events"][0]["reason"] == "gated"
+    last = bank.events()[-1]
+    assert (last.outcome, last.reason, last.op, last.sid) == ("rejected", reason, op, str(sid))
+    assert bank.stats().events == before + 1 and bank.stats().rejections == {reason: 1}
+    assert bank.get(A).payload == OLD and bank.get(A).version == 1 and bank.get(FAR) is None
+
+
+def test_a_respelt_payload_is_kept_and_the_gate_can_be_turned_off(bank_url, bank) -> None:
+    out = _run(_graph([_decision("revise", "  " + OLD.upper(), A)], A), bank_url)
+    assert out["update"]["outcome"] == "retained" and bank.get(A).version == 1
+    graph = _graph([_decision("insert", "1234567890", FAR)], FAR, gate=None)
+    out = _run(graph, bank_url)
+    assert out["update"]["outcome"] == "inserted" and bank.get(FAR).payload == "1234567890"
 
 
 def test_insert_into_an_empty_slot(bank_url, bank) -> None:
@@ -337,17 +369,33 @@ def test_real_default_model_end_to_end(bank_url, bank) -> None:
 
     The addresser is the model's own constrained decoder limited to occupied slots, so it must
     read A; under the slot's JSON schema the decision can only be a revise of A, so the write
-    goes through. A regression anywhere on that path (addressing, lookup, the schema, the
-    compare-and-set write) fails here instead of taking a "rejected" branch.
+    goes through with the gate off. A regression anywhere on that path (addressing, lookup, the
+    schema, the compare-and-set write) fails here instead of taking a "rejected" branch. With
+    the gate on (the default), the same decision is either stored or, when the untrained model
+    wrote junk, logged as the gate's rejection and nothing else changes.
     """
     before = bank.stats().events
     chat = load_chat_model("local", max_new_tokens=96)
-    graph = build_evolver_graph(chat, config=EvolverConfig(max_retries=0, allowed="occupied"))
+    gated = build_evolver_graph(chat, config=EvolverConfig(max_retries=0, allowed="occupied"))
+    out = _run(gated, bank_url, outcome="success")
+    verdict = check_payload(out["decision"]["payload"], previous=OLD)
+    if out["update"] is None:
+        assert out["error"]["kind"] == "gated" and verdict.action == "reject"
+        assert (bank.events()[-1].outcome, bank.events()[-1].reason) == (
+            "rejected",
+            out["error"]["gate_reason"],
+        )
+        assert len(bank.history(A)) == 1
+    else:
+        assert out["error"] is None and out["update"]["outcome"] in ("revised", "retained")
+    before, version = bank.stats().events, bank.get(A).version
+    config = EvolverConfig(max_retries=0, allowed="occupied", gate=None)
+    graph = build_evolver_graph(chat, config=config)
     out = _run(graph, bank_url, outcome="success")
     assert out["sid"] == str(A) and out["error"] is None, out["error"]
     assert [e["kind"] for e in out["events"]] == ["applied"]
     assert out["decision"]["op"] == "revise" and out["decision"]["sid"] == str(A)
-    assert out["update"]["sid"] == str(A) and out["update"]["version_before"] == 1
+    assert out["update"]["sid"] == str(A) and out["update"]["version_before"] == version
     assert bank.stats().events == before + 1
     last = bank.events()[-1]
     assert (last.seq, last.outcome, last.actor) == (
@@ -356,5 +404,4 @@ def test_real_default_model_end_to_end(bank_url, bank) -> None:
         "mem_evolver",
     )
     history = bank.history(A)
-    assert history[0].payload == OLD and len(history) == 2
-    assert history[-1].payload == out["decision"]["payload"]
+    assert history[0].payload == OLD and history[-1].payload == out["decision"]["payload"]

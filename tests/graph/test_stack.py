@@ -760,3 +760,11 @@ def test_json_schema_limits_agents_and_forbids_extras() -> None:
             "agent"
         ]
     )
+
+
+def test_render_cuts_the_newest_entry_short_rather_than_skip_it_when_it_is_the_plan() -> None:
+    # Found by hypothesis: the newest entry was the plan, did not fit beside the gap marker, and
+    # was skipped as if it were an older plan, so an older entry was shown instead.
+    stack = TaskStack().push("plan", "00000000").push("plan", "000000\x1e\x850")
+    text = stack.render(41)
+    assert len(text) <= 41 and text.startswith(stack.top.header())
