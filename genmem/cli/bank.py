@@ -8,7 +8,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from genmem.cli.common import CLIError, emit, iter_jsonl, positive_int
+from genmem.cli.common import (
+    CLIError,
+    add_gate_argument,
+    emit,
+    gate_config,
+    gate_summary,
+    iter_jsonl,
+    positive_int,
+)
 
 __all__ = ["register"]
 
@@ -32,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="encoder to embed the texts (default: the one recorded in the codebook)",
     )
+    add_gate_argument(b)
     b.add_argument("--json", action="store_true", help="print one JSON object")
     b.set_defaults(func=_build)
 
@@ -75,6 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ap.add_argument("--payload", required=True, help="text to store ('' with revise deletes)")
     ap.add_argument("--expected-version", type=positive_int, default=None, help="revise only")
     ap.add_argument("--actor", default="cli", help="who is writing (recorded in the log)")
+    add_gate_argument(ap)
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.set_defaults(func=_apply)
 
@@ -148,7 +158,7 @@ def _build(args: argparse.Namespace) -> int:
     bank = store.create_bank(
         parsed.bank_id, spec=codebooks.spec, codebook_hash=codebooks.hash, exist_ok=True
     )
-    report = build_bank(bank, records, sids, progress=not args.json)
+    report = build_bank(bank, records, sids, progress=not args.json, gate=gate_config(args))
     out = {**report.model_dump(), "bank": args.bank, "codebook_hash": codebooks.hash}
     emit(
         out,
@@ -157,7 +167,8 @@ def _build(args: argparse.Namespace) -> int:
             f"bank {report.bank_id!r} at {args.bank}: {report.records} experiences -> "
             f"{report.slots} SIDs; inserted {report.inserted}, kept {report.skipped_occupied} "
             f"existing; {report.merged_slots} entries merge several experiences "
-            f"(max {report.max_records_per_slot}); {report.seconds:.1f} s"
+            f"(max {report.max_records_per_slot}); {gate_summary(report.rejected)}; "
+            f"{report.seconds:.1f} s"
         ),
     )
     return 0
@@ -220,18 +231,25 @@ def _events(args: argparse.Namespace) -> int:
         print(
             f"#{e.seq} {e.op:<6} {e.outcome:<8} {e.sid} "
             f"v{e.version_before}->v{e.version_after} by {e.actor}"
+            + (f" (gate: {e.reason})" if e.reason else "")
         )
     return 0
 
 
 def _apply(args: argparse.Namespace) -> int:
+    from genmem.memory.gate import WriteGate
+
     bank = _open(args.bank)
     update: dict[str, Any] = {"op": args.op, "sid": args.sid, "payload": args.payload}
     if args.expected_version is not None:
         update["expected_version"] = args.expected_version
-    r = bank.apply(update, actor=args.actor)
-    emit(r.model_dump(), as_json=args.json, text=f"{r.outcome} {r.sid} -> v{r.version_after}")
-    return 0
+    gate = gate_config(args)
+    r = bank.apply(update, actor=args.actor, gate=None if gate is None else WriteGate(config=gate))
+    text = f"{r.outcome} {r.sid} -> v{r.version_after}"
+    if r.outcome == "rejected":
+        text = f"rejected by the write gate ({r.reason}: {r.detail}); {r.sid} unchanged"
+    emit(r.model_dump(), as_json=args.json, text=text)
+    return 0 if r.outcome != "rejected" else 1
 
 
 def _export(args: argparse.Namespace) -> int:

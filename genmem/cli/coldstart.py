@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from genmem.cli.common import CLIError, add_concurrency_argument, emit, fail, positive_int
+from genmem.cli.common import (
+    CLIError,
+    add_concurrency_argument,
+    add_gate_argument,
+    emit,
+    fail,
+    gate_summary,
+    positive_int,
+)
 from genmem.cli.tasks import add_task_arguments, check_task_source, environment, first_error
 
 __all__ = ["register"]
@@ -51,6 +59,7 @@ def register(bsub: argparse._SubParsersAction, url_help: str) -> None:
     p.add_argument("--temperature", type=float, default=0.7, help="sampling of tries 2..K (0.7)")
     p.add_argument("--retries", type=int, default=2, help="retries of an unparsable reply (2)")
     add_concurrency_argument(p)
+    add_gate_argument(p)
     p.add_argument("--bank", required=True, help=url_help)
     p.add_argument("--out", required=True, help="output folder (rerun it to resume)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -82,6 +91,7 @@ def _config(args: argparse.Namespace):
             max_field_chars=args.max_field_chars,
             max_records=args.max_records,
             seed=max(args.seed, 0),
+            gate=not args.no_gate,
         )
     except ValueError as exc:
         raise CLIError(first_error(exc)) from None
@@ -123,7 +133,7 @@ def _coldstart(args: argparse.Namespace) -> int:
             f"{report.attempts} attempts {report.verdicts}, {report.records} experiences -> "
             f"{report.entries} entries ({report.merged_entries} merged); failures: "
             f"{report.assessment_failures} assessments, {report.extraction_failures} "
-            f"extractions; {report.seconds:.0f} s\n"
+            f"extractions; {gate_summary(report.gate_rejections)}; {report.seconds:.0f} s\n"
             + (out / "stats.md").read_text(encoding="utf-8")
         ),
     )

@@ -13,10 +13,13 @@ __all__ = [
     "CLIError",
     "add_budget_arguments",
     "add_concurrency_argument",
+    "add_gate_argument",
     "add_sid_model_argument",
     "check_concurrency",
     "emit",
     "fail",
+    "gate_config",
+    "gate_summary",
     "iter_jsonl",
     "nonnegative_int",
     "positive_int",
@@ -64,6 +67,32 @@ def add_concurrency_argument(p: argparse.ArgumentParser) -> None:
         "local model answers one call at a time. Games and WebShop (one episode at a time) and "
         "a sampling local model still run one task at a time, with a warning",
     )
+
+
+def add_gate_argument(p: argparse.ArgumentParser) -> None:
+    """``--no-gate``: write without the write gate (the same meaning in every command)."""
+    p.add_argument(
+        "--no-gate",
+        action="store_true",
+        help="write every payload, junk included: skip the write gate that refuses empty, "
+        "symbol-only, repetitive, field-name, markup and ungrounded payloads (on by default)",
+    )
+
+
+def gate_config(args: argparse.Namespace) -> Any:
+    """The gate thresholds ``--no-gate`` leaves in force (None: no gate)."""
+    from genmem.memory.gate import DEFAULT_GATE
+
+    return None if getattr(args, "no_gate", False) else DEFAULT_GATE
+
+
+def gate_summary(rejected: dict[str, int]) -> str:
+    """``write gate refused 3 (symbols 2, empty 1)`` for people."""
+    total = sum(rejected.values())
+    if not total:
+        return "write gate refused none"
+    parts = ", ".join(f"{k} {n}" for k, n in sorted(rejected.items(), key=lambda kv: -kv[1]))
+    return f"write gate refused {total} ({parts})"
 
 
 def check_concurrency(args: argparse.Namespace) -> None:

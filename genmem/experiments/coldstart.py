@@ -49,6 +49,7 @@ from genmem.experiments.experience_schemas import (
 )
 from genmem.experiments.pool import run_tasks, task_workers
 from genmem.memory.data_block import data_block, escape_data
+from genmem.memory.gate import check_payload
 
 __all__ = [
     "AttemptRecord",
@@ -91,6 +92,11 @@ class ColdStartConfig(BaseModel):
         "writes to its own limit when it does not close the JSON).",
     )
     seed: int = Field(default=0, ge=0, description="Seed of the sampled tries and the fit.")
+    gate: bool = Field(
+        default=True,
+        description="Pass every record (against its task and run) and every merged entry "
+        "through the write gate; a refused record is logged in failures.jsonl (stage 'gate').",
+    )
 
 
 class AttemptRecord(BaseModel):
@@ -140,6 +146,10 @@ class ColdStartReport(BaseModel):
     records: int
     entries: int
     merged_entries: int
+    gate_rejections: dict[str, int] = Field(
+        default_factory=dict,
+        description="Records and merges the write gate refused, per reason.",
+    )
     seconds: float
 
 
@@ -257,11 +267,16 @@ class _Stages:
         self.failures_path = out / "failures.jsonl"
         self.interactive = bool(env.tools().interactor)
 
-    def _failure(self, stage: str, query_id: str, k: int | None, errors: list[str]) -> None:
-        append_jsonl(
-            self.failures_path,
-            {"stage": stage, "query_id": query_id, "k": k, "errors": errors, "time": time.time()},
-        )
+    def _failure(
+        self,
+        stage: str,
+        query_id: str,
+        k: int | None,
+        errors: list[str],
+        reason: str | None = None,
+    ) -> None:
+        row = {"stage": stage, "query_id": query_id, "k": k, "errors": errors, "time": time.time()}
+        append_jsonl(self.failures_path, row if reason is None else {**row, "reason": reason})
 
     def attempts(self, tasks: Sequence[Task], progress: bool) -> dict[str, list[AttemptRecord]]:
         """Run every missing try; returns the tries per query id."""
@@ -429,7 +444,8 @@ class _Stages:
 
         lines = [ExperienceLine.model_validate(r) for r in jsonl_rows(self.experiences_path)]
         done = {x.query_id for x in lines}
-        done |= {r["query_id"] for r in jsonl_rows(self.failures_path) if r["stage"] == "extract"}
+        failed = jsonl_rows(self.failures_path)
+        done |= {r["query_id"] for r in failed if r["stage"] in ("extract", "gate")}
         todo = [t for t in tasks if t.id not in done and tries.get(t.id)]
         bar = tqdm(total=len(todo), desc="extract", unit="query", disable=not progress)
         for _, new in run_tasks(
@@ -490,6 +506,17 @@ class _Stages:
             if not text.strip():
                 self._failure("extract", task.id, None, [f"experience {i} has only empty fields"])
                 continue
+            if self.config.gate:
+                verdict = check_payload(text, sources=(task.query, run, *blocks))
+                if verdict.action == "reject":
+                    self._failure(
+                        "gate",
+                        task.id,
+                        None,
+                        [f"experience {i}: {verdict.detail}"],
+                        reason=verdict.reason,
+                    )
+                    continue
             out.append(
                 ExperienceLine(
                     query_id=task.id,
@@ -556,6 +583,7 @@ def build_coldstart_bank(
         GenMemError: the bank exists with other codebooks (nothing is written).
     """
     from genmem.memory.build import ExperienceRecord, build_bank, concat_consolidate
+    from genmem.memory.gate import DEFAULT_GATE
     from genmem.memory.location import open_store, parse_bank_url
     from genmem.memory.sid import SID
     from genmem.policies.backends import capped_chat_model
@@ -577,8 +605,11 @@ def build_coldstart_bank(
     summaries = stages.assess(tasks, tries, progress)
     lines = stages.extract(tasks, tries, summaries, progress)
     if not lines:
+        gated = sum(1 for f in jsonl_rows(stages.failures_path) if f["stage"] == "gate")
+        refused = f" ({gated} refused by the write gate)" if gated else ""
         raise ValueError(
-            f"no experience was extracted from {len(tasks)} queries; see {stages.failures_path}"
+            f"no experience was extracted from {len(tasks)} queries{refused}; see "
+            f"{stages.failures_path}"
         )
     codebooks, codes = _codes(config, [x.text for x in lines], out, progress)
     if store.get_info(parsed.bank_id) is not None:
@@ -611,12 +642,20 @@ def build_coldstart_bank(
         )
     )
     report = build_bank(
-        bank, records, sids, consolidate=merge, actor="coldstart", progress=progress
+        bank,
+        records,
+        sids,
+        consolidate=merge,
+        actor="coldstart",
+        progress=progress,
+        gate=DEFAULT_GATE if config.gate else None,
     )
     _write_stats(out, lines, bank, codes, codebooks.spec)
     all_tries = [a for v in tries.values() for a in v]
     verdicts = dict(Counter(a.verdict if a.error is None else "error" for a in all_tries))
     failures = jsonl_rows(stages.failures_path)
+    refused = Counter(f.get("reason", "?") for f in failures if f["stage"] == "gate")
+    refused.update(report.rejected)
     result = ColdStartReport(
         out=str(out),
         bank=bank_url,
@@ -631,6 +670,7 @@ def build_coldstart_bank(
         records=len(lines),
         entries=bank.stats().entries,
         merged_entries=report.merged_slots,
+        gate_rejections=dict(refused),
         seconds=round(time.perf_counter() - started, 1),
     )
     (out / "report.json").write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")

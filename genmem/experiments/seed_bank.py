@@ -52,6 +52,10 @@ class SeedBankConfig(BaseModel):
     sizes: tuple[int, ...] = Field(default=(48, 16, 8, 8), description="Codebook sizes.")
     seed: int = 0
     model: str = Field(default="local", description="Model spec for distill='model'.")
+    gate: bool = Field(
+        default=True,
+        description="Refuse junk experiences (the write gate, grounded in the problem).",
+    )
 
     def key(self) -> str:
         """A short stable id of these settings (the cache folder name)."""
@@ -77,6 +81,9 @@ class SeedBank(BaseModel):
     codebook_hash: str
     entries: int
     experiences: int
+    rejected: dict[str, int] = Field(
+        default_factory=dict, description="Experiences the write gate refused, per reason."
+    )
     reused: bool = Field(description="True when it came from the cache.")
 
 
@@ -162,6 +169,7 @@ def _build(cfg: SeedBankConfig, base: Path, progress: bool) -> SeedBank:
     """Build (or finish building) the seed bank in ``base``."""
     from genmem.memory.build import ExperienceRecord, build_bank
     from genmem.memory.encoders import EXPERIENCE_PREFIX, default_encoder
+    from genmem.memory.gate import DEFAULT_GATE
     from genmem.memory.location import open_bank
     from genmem.memory.rqkmeans import Codebooks
 
@@ -183,7 +191,15 @@ def _build(cfg: SeedBankConfig, base: Path, progress: bool) -> SeedBank:
     else:
         texts = [reference_experience(r["question"], r["answer"]) for r in chosen]
     records = [
-        ExperienceRecord(text=t, metadata={"source": "gsm8k-train", "index": i, "by": cfg.distill})
+        ExperienceRecord(
+            text=t,
+            metadata={
+                "source": "gsm8k-train",
+                "index": i,
+                "by": cfg.distill,
+                "question": chosen[i]["question"],
+            },
+        )
         for i, t in enumerate(texts)
     ]
     bank_path = base / "seed.db"
@@ -192,7 +208,9 @@ def _build(cfg: SeedBankConfig, base: Path, progress: bool) -> SeedBank:
     url = f"sqlite:///{bank_path}?bank={bank_id}"
     bank = open_bank(url, codebooks=codebooks, create=True)
     sids = codebooks.sids(encoder.encode([r.text for r in records], progress=False))
-    build_bank(bank, records, sids, progress=progress)
+    report = build_bank(
+        bank, records, sids, progress=progress, gate=DEFAULT_GATE if cfg.gate else None
+    )
     built = SeedBank(
         dir=str(base),
         url=url,
@@ -201,6 +219,7 @@ def _build(cfg: SeedBankConfig, base: Path, progress: bool) -> SeedBank:
         codebook_hash=codebooks.hash,
         entries=bank.stats().entries,
         experiences=len(records),
+        rejected=report.rejected,
         reused=False,
     )
     done.write_text(built.model_dump_json(indent=2, exclude={"reused"}))

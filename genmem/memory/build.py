@@ -5,6 +5,11 @@ Experiences that land on the same SID become one entry, merged by a *consolidato
 deterministic concatenation by default, an LLM merge once a model backend is plugged in (any
 callable with the :data:`Consolidator` signature). Slots that are already occupied are left as
 they are, so rerunning a build after an interruption continues where it stopped.
+
+With a ``gate`` every payload passes the write gate (:mod:`genmem.memory.gate`) grounded in the
+records' provenance (their task, question or run) or, without any, in their own texts. A merged
+payload the gate refuses is logged as a rejection and the slot gets the records' concatenation
+instead (the records passed on their own); a single record it refuses leaves the slot empty.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from tqdm.auto import tqdm
 
 from genmem.errors import InvalidUpdate
 from genmem.memory.bank import Bank
+from genmem.memory.gate import DEFAULT_GATE, GateConfig, WriteGate
 from genmem.memory.sid import SID
 
 __all__ = [
@@ -27,7 +33,11 @@ __all__ = [
     "build_bank",
     "concat_consolidate",
     "group_by_sid",
+    "record_sources",
 ]
+
+PROVENANCE_KEYS = ("query", "question", "answer", "trajectory")
+"""Metadata fields that hold what a record was written from (the gate's grounding)."""
 
 
 class ExperienceRecord(BaseModel):
@@ -77,6 +87,12 @@ def group_by_sid(
     return dict(sorted(groups.items()))
 
 
+def record_sources(records: Sequence[ExperienceRecord]) -> list[str]:
+    """What the records at one slot were written from: their provenance, else their texts."""
+    found = [str(r.metadata[k]) for r in records for k in PROVENANCE_KEYS if r.metadata.get(k)]
+    return found or [r.text for r in records]
+
+
 class BuildReport(BaseModel):
     """What a build did."""
 
@@ -87,6 +103,12 @@ class BuildReport(BaseModel):
     skipped_occupied: int = Field(description="Slots already filled (earlier run): untouched.")
     merged_slots: int = Field(description="Slots holding more than one record.")
     max_records_per_slot: int
+    rejected: dict[str, int] = Field(
+        default_factory=dict, description="Payloads the write gate refused, per reason."
+    )
+    merge_fallbacks: int = Field(
+        default=0, description="Refused merges replaced by the records' concatenation."
+    )
     seconds: float
 
 
@@ -98,13 +120,18 @@ def build_bank(
     consolidate: Consolidator = concat_consolidate,
     actor: str = "bank-build",
     progress: bool = True,
+    gate: GateConfig | None = DEFAULT_GATE,
 ) -> BuildReport:
-    """Write one consolidated entry per SID into ``bank`` (occupied slots are skipped)."""
+    """Write one consolidated entry per SID into ``bank`` (occupied slots are skipped).
+
+    ``gate`` (on by default; None writes every payload) refuses junk as explained above.
+    """
     started = time.perf_counter()
     for s in sids:
         bank.sid(s)  # every SID must fit the bank before anything is written
     groups = group_by_sid(records, sids)
-    inserted = skipped = 0
+    inserted = skipped = fallbacks = 0
+    rejected: dict[str, int] = {}
     items: Iterable[tuple[SID, list[ExperienceRecord]]] = groups.items()
     if progress:
         items = tqdm(items, total=len(groups), desc="bank build", unit="slot")
@@ -114,8 +141,18 @@ def build_bank(
             continue
         payload = consolidate(sid, recs)
         meta = {"n_records": len(recs), "sources": [r.metadata for r in recs]}
-        bank.insert(sid, payload, actor=actor, metadata=meta)
-        inserted += 1
+        check = None if gate is None else WriteGate(tuple(record_sources(recs)), gate)
+        result = bank.insert(sid, payload, actor=actor, metadata=meta, gate=check)
+        if result.outcome == "rejected":
+            rejected[str(result.reason)] = rejected.get(str(result.reason), 0) + 1
+            joined = concat_consolidate(sid, recs)
+            if len(recs) > 1 and joined != payload:  # the merge failed, not the records
+                meta["merge_rejected"] = result.reason
+                result = bank.insert(sid, joined, actor=actor, metadata=meta, gate=check)
+                fallbacks += 1
+                if result.outcome == "rejected":
+                    rejected[str(result.reason)] = rejected.get(str(result.reason), 0) + 1
+        inserted += result.outcome == "inserted"
     sizes = [len(r) for r in groups.values()]
     return BuildReport(
         bank_id=bank.bank_id,
@@ -125,5 +162,7 @@ def build_bank(
         skipped_occupied=skipped,
         merged_slots=sum(1 for n in sizes if n > 1),
         max_records_per_slot=max(sizes, default=0),
+        rejected=rejected,
+        merge_fallbacks=fallbacks,
         seconds=time.perf_counter() - started,
     )

@@ -33,7 +33,15 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["REASONS", "GateConfig", "GateVerdict", "Reason", "WriteGate", "check_payload"]
+__all__ = [
+    "DEFAULT_GATE",
+    "REASONS",
+    "GateConfig",
+    "GateVerdict",
+    "Reason",
+    "WriteGate",
+    "check_payload",
+]
 
 Reason = Literal["empty", "symbols", "repetition", "field_names", "markup", "ungrounded"]
 REASONS: tuple[Reason, ...] = get_args(Reason)
@@ -55,6 +63,10 @@ class GateConfig:
     """Compressed size over raw size below this (texts of 200+ bytes) is ``repetition``."""
     max_name_fields: float = 0.5
     """At least this share of ``name: value`` lines holding their own name is ``field_names``."""
+
+
+DEFAULT_GATE = GateConfig()
+"""The thresholds every write path uses unless told otherwise."""
 
 
 class GateVerdict(BaseModel):
@@ -101,7 +113,8 @@ def _norm(text: str) -> str:
 
 
 def _stem(word: str) -> str:
-    return word[:5]
+    """A crude stem: the first four letters (rate/rates, percent/percentage meet)."""
+    return word[:4]
 
 
 def _content(words: Sequence[str]) -> set[str]:

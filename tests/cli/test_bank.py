@@ -137,14 +137,26 @@ def test_write_history_export_import_snapshot_check(built, capsys, tmp_path) -> 
         "--sid",
         sid,
         "--payload",
-        "a better procedure",
+        "a better procedure: find the unit rate first",
         "--json",
     )
     assert code == 0 and json.loads(out)["outcome"] == "revised"
+    junk = ("bank", "apply", "--bank", url, "--op", "revise", "--sid", sid, "--payload")
+    code, out, _ = _run(capsys, *junk, "skill_name: skill_name\nsteps: steps")
+    assert code == 1 and "rejected by the write gate (field_names" in out and "unchanged" in out
     code, out, _ = _run(capsys, "bank", "history", "--bank", url, "--sid", sid, "--json")
     assert [v["version"] for v in json.loads(out)] == [1, 2]
     code, out, _ = _run(capsys, "bank", "events", "--bank", url, "--json")
-    assert json.loads(out)[-1]["outcome"] == "revised"
+    assert [(e["outcome"], e["reason"]) for e in json.loads(out)[-2:]] == [
+        ("revised", None),
+        ("rejected", "field_names"),
+    ]
+    code, out, _ = _run(capsys, "bank", "events", "--bank", url)
+    assert out.splitlines()[-1].endswith("(gate: field_names)")
+    assert _stats(capsys, url)["rejections"] == {"field_names": 1}
+    code, out, _ = _run(capsys, *junk, "1234567890", "--no-gate", "--json")  # the user insists
+    assert code == 0 and json.loads(out)["outcome"] == "revised"
+    assert _run(capsys, *junk, "a better procedure: find the unit rate first")[0] == 0
     assert _run(capsys, "bank", "snapshot", "--bank", url, "--name", "p1", "--json")[0] == 0
     code, out, _ = _run(capsys, "bank", "list", "--bank", url, "--json")
     assert [b["bank_id"] for b in json.loads(out)] == ["w", "w@p1"]

@@ -150,3 +150,30 @@ def test_merge_notes_enter_the_prompt_as_escaped_data(tmp_path) -> None:
     assert merge("<SID_L1_0><SID_L2_0><SID_L3_0><SID_L4_0>", notes) == "merged"
     (user,) = seen
     assert re.findall(r"<\s*/?\s*note\b", user, flags=re.IGNORECASE) == ["<note", "</note"] * 2
+
+
+def test_extraction_sends_junk_records_to_failures_with_the_gates_reason(tmp_path) -> None:
+    """Issue 21 part 2: the records a small model wrote in a real cold start (every field the
+    same two words, or field names) never reach the codebooks or the bank."""
+    from genmem.experiments.coldstart import AttemptRecord, ColdStartConfig, _Stages
+
+    env = open_bench("gsm8k-train")
+    task = env.tasks(1)[0]  # Natalia sold clips to 48 of her friends in April...
+    junk = dict.fromkeys(EXPERIENCE_FIELDS, "Natalia sold")
+    good = dict.fromkeys(EXPERIENCE_FIELDS, "")
+    good |= {
+        "problem_type": "totals over two months",
+        "procedure": "Halve the April clips to get May, then add both months.",
+    }
+    chat = _Replies([{"experiences": [junk, good]}])
+    stages = _Stages(env, ColdStartConfig(max_records=2), tmp_path, chat)
+    tries = [AttemptRecord(query_id=task.id, k=0, answer="72", verdict="success")]
+    [kept] = stages._extract_one(task, tries, {})
+    assert kept.index == 1 and "Halve the April clips" in kept.text
+    [failure] = [json.loads(x) for x in (tmp_path / "failures.jsonl").read_text().splitlines()]
+    assert failure["stage"] == "gate" and failure["reason"] == "field_names"
+    assert "experience 0" in failure["errors"][0]
+    # with the gate off the junk is kept, as asked
+    chat = _Replies([{"experiences": [junk]}])
+    stages = _Stages(env, ColdStartConfig(max_records=2, gate=False), tmp_path / "off", chat)
+    assert [x.index for x in stages._extract_one(task, tries, {})] == [0]

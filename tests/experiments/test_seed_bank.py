@@ -83,7 +83,10 @@ def test_model_distillation_resumes_from_its_file(tmp_path: Path, torn: bool) ->
     cfg = SeedBankConfig(distill="model", size=2, fit_size=48, sizes=(8, 4), model="no-such-model")
     base = tmp_path / cfg.key()
     base.mkdir()
-    lessons = ["Problem type: ages\nProcedure: subtract", "Problem type: money\nProcedure: add"]
+    lessons = [  # grounded in the first two training problems (Natalia's clips, Weng's pay)
+        "Problem type: clips sold in two months\nProcedure: add April and May",
+        "Problem type: pay for minutes worked\nProcedure: scale the hourly rate",
+    ]
     whole = "".join(json.dumps({"index": i, "text": t}) + "\n" for i, t in enumerate(lessons))
     (base / "experiences.jsonl").write_text(whole + ('{"index": 2, "text": "Problem ty' * torn))
     if torn:
@@ -92,7 +95,8 @@ def test_model_distillation_resumes_from_its_file(tmp_path: Path, torn: bool) ->
     else:
         built = build_seed_bank(cfg, root=tmp_path, progress=False)
     payloads = {e.payload for e in open_bank(built.url).entries()}
-    assert payloads <= set(lessons) and payloads
+    assert payloads and all(any(x in p for x in lessons) for p in payloads)  # one slot may merge
+    assert built.rejected == {} and built.experiences == 2
 
 
 @pytest.mark.slow

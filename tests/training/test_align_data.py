@@ -45,7 +45,7 @@ def bank(tmp_path):
                 "source": "gsm8k",
                 "query_id": "q0",
                 "query": "What is 20% off $50?",
-                "trajectory": "step 1: 50 * 0.2 = 10",
+                "trajectory": "step 1: the discount is 50 * 0.2 = 10",
             },
         ),
         ExperienceRecord(
@@ -97,7 +97,7 @@ def test_sources_read_queries_and_trajectories_from_metadata(bank) -> None:
     sources = {s.sid: s for s in entry_sources(bank)}
     first = sources[str(SPEC.make((0, 0, 0, 0)))]
     assert first.queries == ["What is 20% off $50?"]
-    assert [p.trajectory for p in first.sources] == ["step 1: 50 * 0.2 = 10"]
+    assert [p.trajectory for p in first.sources] == ["step 1: the discount is 50 * 0.2 = 10"]
     assert first.description == "percentage discounts"
     seed = sources[str(SPEC.make((2, 1, 1, 1)))]
     assert seed.queries and seed.queries[0].startswith("Natalia sold clips")  # GSM8K train #0
@@ -162,7 +162,10 @@ _QUOTED = {
         ("A train travels 60 km in 2 hours. What is its speed?", "60 / 2 = 30 km/h."),
     ],
 }
-_ABSTRACT = ("Sara splits 18 sweets among 3 friends. How many does each get?", "18 / 3 = 6.")
+_ABSTRACT = (
+    "Sara splits 18 sweets among 3 friends. How many does each get?",
+    "Share the total equally: 18 / 3 = 6.",
+)
 
 
 def _norm(text: str) -> str:
@@ -271,7 +274,7 @@ def test_a_trained_text_that_quotes_a_heldout_query_is_left_out(tmp_path, tokeni
         ),
         ExperienceRecord(
             text="Problem type: take away\nProcedure: subtract.",
-            metadata={"query": quoted, "trajectory": "17 - 5 = 12."},
+            metadata={"query": quoted, "trajectory": "Take away the 5 sold: 17 - 5 = 12."},
         ),
     ]
     build_bank(b, records, [SPEC.make((0, 0, 0, 0)), SPEC.make((1, 0, 0, 0))], progress=False)

@@ -1,0 +1,60 @@
+"""``build_bank`` through the write gate: junk records, refused merges, provenance grounding."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from genmem.memory.bank import Bank
+from genmem.memory.build import ExperienceRecord, build_bank, record_sources
+from genmem.memory.sid import DEFAULT_SPEC, SID
+
+S1, S2, S3 = (DEFAULT_SPEC.make(c) for c in [(1, 0, 0, 0), (2, 0, 0, 0), (3, 0, 0, 0)])
+QUESTION = "A baker sells 12 loaves at $3 each. How much money does she make?"
+GOOD = "Multiply the number of loaves sold by the price of each loaf to get the money made."
+OTHER = "Check the units: loaves times dollars per loaf gives dollars, the money the baker makes."
+
+
+def _rec(text: str, **meta: object) -> ExperienceRecord:
+    return ExperienceRecord(text=text, metadata={"question": QUESTION, **meta})
+
+
+def _bad_merge(sid: SID, records: Sequence[ExperienceRecord]) -> str:
+    return (
+        "merge merge merge merge merge merge merge merge merge"
+        if len(records) > 1
+        else (records[0].text)
+    )
+
+
+def test_junk_records_are_refused_and_counted(bank: Bank) -> None:
+    records = [_rec(GOOD), _rec("15,000,000,000,000"), _rec("Water the tomato plants every morning in summer.")]
+    report = build_bank(bank, records, [S1, S2, S3], progress=False)
+    assert report.inserted == 1 and report.rejected == {"symbols": 1, "ungrounded": 1}
+    assert [str(e.sid) for e in bank.entries()] == [str(S1)]
+    assert bank.stats().rejections == {"symbols": 1, "ungrounded": 1}
+    assert bank.check() == []
+
+
+def test_a_refused_merge_falls_back_to_the_records_themselves(bank: Bank) -> None:
+    report = build_bank(
+        bank,
+        [_rec(GOOD, index=0), _rec(OTHER, index=1)],
+        [S1, S1],
+        consolidate=_bad_merge,
+        progress=False,
+    )
+    assert report.rejected == {"repetition": 1} and report.merge_fallbacks == 1
+    entry = bank.get(S1)
+    assert entry is not None and GOOD in entry.payload and OTHER in entry.payload
+    assert entry.metadata["merge_rejected"] == "repetition"
+    assert [e.outcome for e in bank.events()] == ["rejected", "inserted"]
+
+
+def test_without_the_gate_everything_is_written(bank: Bank) -> None:
+    report = build_bank(bank, [_rec("15,000,000,000,000")], [S1], progress=False, gate=None)
+    assert report.inserted == 1 and report.rejected == {}
+
+
+def test_sources_are_provenance_first() -> None:
+    assert record_sources([_rec(GOOD)]) == [QUESTION]
+    assert record_sources([ExperienceRecord(text=GOOD)]) == [GOOD]
