@@ -27,7 +27,11 @@ def _bad_merge(sid: SID, records: Sequence[ExperienceRecord]) -> str:
 
 
 def test_junk_records_are_refused_and_counted(bank: Bank) -> None:
-    records = [_rec(GOOD), _rec("15,000,000,000,000"), _rec("Water the tomato plants every morning in summer.")]
+    records = [
+        _rec(GOOD),
+        _rec("15,000,000,000,000"),
+        _rec("Water the tomato plants every morning in summer."),
+    ]
     report = build_bank(bank, records, [S1, S2, S3], progress=False)
     assert report.inserted == 1 and report.rejected == {"symbols": 1, "ungrounded": 1}
     assert [str(e.sid) for e in bank.entries()] == [str(S1)]
