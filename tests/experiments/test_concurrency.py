@@ -200,8 +200,12 @@ class TaskChat:
         text = str(messages[-1].content)
         task = text.split("Task:\n", 1)[1][:12]
         time.sleep(0.02)
-        if "experiences" in self.schema["properties"]:
-            return {"experiences": [dict.fromkeys(ExperienceFields.model_fields, task)]}
+        if "experiences" in self.schema["properties"]:  # a record the write gate keeps
+            fields = {
+                name: f"For {task}: {info.description}"
+                for name, info in ExperienceFields.model_fields.items()
+            }
+            return {"experiences": [fields | {"skill_name": task}]}
         return dict.fromkeys(AttemptProse.model_fields, task)
 
 
