@@ -11,6 +11,7 @@ from typing import Any
 
 __all__ = [
     "CLIError",
+    "add_addresser_argument",
     "add_budget_arguments",
     "add_concurrency_argument",
     "add_gate_argument",
@@ -66,6 +67,18 @@ def add_concurrency_argument(p: argparse.ArgumentParser) -> None:
         "either way. It pays with a served model (genmem serve, vllm:URL#MODEL, an API): the "
         "local model answers one call at a time. Games and WebShop (one episode at a time) and "
         "a sampling local model still run one task at a time, with a warning",
+    )
+
+
+def add_addresser_argument(p: argparse.ArgumentParser) -> None:
+    """``--addresser``: what chooses SIDs (the same meaning in every command)."""
+    p.add_argument(
+        "--addresser",
+        choices=("auto", "generative", "quantizer"),
+        default="auto",
+        help="what chooses an SID: generative (the policy decodes it), quantizer (encode, then "
+        "quantise with the bank's frozen codebooks: the cold-start path) or auto (default: "
+        "generative when the policy was SID-aligned to the bank's codebooks, else quantizer)",
     )
 
 

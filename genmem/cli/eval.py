@@ -10,6 +10,7 @@ from typing import Any
 
 from genmem.cli.common import (
     CLIError,
+    add_addresser_argument,
     add_budget_arguments,
     add_concurrency_argument,
     add_sid_model_argument,
@@ -55,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--limit", type=positive_int, help="first N tasks")
     p.add_argument("--model", default="local", help="model spec for every role (default local)")
+    add_addresser_argument(p)
     add_sid_model_argument(p)
     p.add_argument(
         "--bank",
@@ -134,6 +136,7 @@ def _eval(args: argparse.Namespace) -> int:
             candidates=args.candidates or 8,
             allowed=args.allowed,
             rerank=not args.no_rerank,
+            addresser=args.addresser,
             memory_k=args.memory_k,
             max_steps=args.max_steps,
             max_new_tokens=args.max_new_tokens,

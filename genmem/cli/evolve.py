@@ -8,6 +8,7 @@ from typing import Any
 
 from genmem.cli.common import (
     CLIError,
+    add_addresser_argument,
     add_budget_arguments,
     add_concurrency_argument,
     add_sid_model_argument,
@@ -55,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(default sid,frozen,tfidf,dense)",
     )
     p.add_argument("--model", default="local", help="model spec for every role (default local)")
+    add_addresser_argument(p)
     add_sid_model_argument(p)
     p.add_argument("--candidates", type=positive_int, default=8, help="candidate budget (8)")
     p.add_argument("--no-rerank", action="store_true", help="use candidates in their own order")
@@ -128,6 +130,7 @@ def _evolve(args: argparse.Namespace) -> int:
             candidates=args.candidates,
             rerank=not args.no_rerank,
             allowed=args.allowed,
+            addresser=args.addresser,
             memory_k=args.memory_k,
             max_steps=args.max_steps,
             max_new_tokens=args.max_new_tokens,

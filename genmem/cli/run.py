@@ -10,6 +10,7 @@ from typing import Any
 
 from genmem.cli.common import (
     CLIError,
+    add_addresser_argument,
     add_budget_arguments,
     add_concurrency_argument,
     add_sid_model_argument,
@@ -74,6 +75,7 @@ def add_loop_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="local", help="model spec for every role (default local)")
     add_budget_arguments(p)
     p.add_argument("--beam", type=positive_int, default=1, help="SID candidates (1 = greedy)")
+    add_addresser_argument(p)
     add_sid_model_argument(p)
     p.add_argument(
         "--scorer",
@@ -108,6 +110,7 @@ def scorer_for(name: str, references: list[Any]) -> Any:
 
 def build_loop_app(args: argparse.Namespace, scorer: Any) -> Any:
     """The compiled closed-loop graph for these options."""
+    from genmem.graph.evolver import EvolverConfig
     from genmem.graph.loop import build_genmem_graph
     from genmem.graph.retriever import RetrieverConfig
     from genmem.graph.stack import StackBudget
@@ -115,7 +118,10 @@ def build_loop_app(args: argparse.Namespace, scorer: Any) -> Any:
     from genmem.policies.backends import capped_chat_model
 
     try:
-        retriever = RetrieverConfig(beam=args.beam, rerank=args.beam > 1, allowed=args.allowed)
+        retriever = RetrieverConfig(
+            beam=args.beam, rerank=args.beam > 1, allowed=args.allowed, addresser=args.addresser
+        )
+        evolver = EvolverConfig(addresser=args.addresser)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     planner = StackPlannerConfig(budget=StackBudget(max_steps=args.max_steps))
@@ -123,6 +129,7 @@ def build_loop_app(args: argparse.Namespace, scorer: Any) -> Any:
         capped_chat_model(args.model, args.max_new_tokens),
         sid_generator=addressing_policy(args.model, args.sid_model),
         retriever_config=retriever,
+        evolver_config=evolver,
         planner_config=planner,
         scorer=scorer,
     )
@@ -193,8 +200,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def render_table(records: list[Any], summary: Any) -> str:
-    """A plain-text table: question, SID used, answer, correct?, memory operation."""
-    rows = [("#", "question", "SID used", "answer", "correct", "memory op")]
+    """A plain-text table: question, SID used and who chose it, answer, correct?, memory op."""
+    rows = [("#", "question", "SID used", "by", "answer", "correct", "memory op")]
     for i, r in enumerate(records, 1):
         correct = "-" if r.score is None else ("yes" if r.score >= 1 else "no")
         if r.error:
@@ -204,6 +211,7 @@ def render_table(records: list[Any], summary: Any) -> str:
                 str(i),
                 _clip(r.query, 48),
                 _short_sid(r.sid),
+                r.addresser or "-",
                 _clip(r.answer or "", 14),
                 correct,
                 r.memory_op(),

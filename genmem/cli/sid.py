@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from genmem.cli.common import CLIError, emit, positive_int
+from genmem.cli.common import CLIError, add_addresser_argument, emit, positive_int
 
 __all__ = ["addressing_policy", "register", "sid_generator_for"]
 
@@ -42,7 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--rerank", action="store_true", help="look the candidates up and keep the 5 best payloads"
     )
     g.add_argument("--top-n", type=positive_int, default=5, help="entries kept by --rerank")
-    g.add_argument("--codebook", default=None, help="codebook directory (for --model quantizer)")
+    g.add_argument(
+        "--codebook",
+        default=None,
+        help="codebook directory for the quantizer (default: the bank's, found by its hash)",
+    )
+    add_addresser_argument(g)
     g.add_argument(
         "--tokenizer",
         default=None,
@@ -63,10 +68,27 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _generator(args: argparse.Namespace, bank: Any) -> Any:
-    """The SID generator the --model option names."""
-    return sid_generator_for(
+    """The SID generator --model and --addresser name (auto: quantise unless aligned)."""
+    from genmem.policies.addressing import resolve_addresser
+
+    if args.model == "quantizer" or args.addresser == "quantizer":
+        return _quantizer(args, bank)
+    gen = sid_generator_for(
         args.model, bank, allowed=args.allowed, codebook=args.codebook, tokenizer=args.tokenizer
     )
+    if resolve_addresser(args.addresser, getattr(gen, "policy", None), bank) == "generative":
+        return gen
+    return _quantizer(args, bank)
+
+
+def _quantizer(args: argparse.Namespace, bank: Any) -> Any:
+    """The quantizer on ``--codebook``, else on the bank's codebooks found by hash."""
+    if args.codebook:
+        return sid_generator_for("quantizer", bank, allowed=args.allowed, codebook=args.codebook)
+    from genmem.policies.addressing import bank_codebooks
+    from genmem.policies.quantizer import QuantizerAddresser
+
+    return QuantizerAddresser(bank_codebooks(bank), bank=bank, allowed=args.allowed)
 
 
 def sid_generator_for(
@@ -116,6 +138,7 @@ def sid_generator_for(
 
 def _generate(args: argparse.Namespace) -> int:
     from genmem.memory.location import open_bank
+    from genmem.policies.addressing import addresser_name
 
     beam = args.beam or (50 if args.rerank else 1)
     if beam > 50:
@@ -125,8 +148,9 @@ def _generate(args: argparse.Namespace) -> int:
     bank = open_bank(args.bank)
     gen = _generator(args, bank)
     candidates = gen.generate(args.query, k=beam)
+    by = addresser_name(gen)
     if not args.rerank:
-        rows = [{"sid": c.sid, "score": c.score} for c in candidates]
+        rows = [{"sid": c.sid, "score": c.score, "addresser": by} for c in candidates]
         text = "\n".join(f"{r['score']:10.4f}  {r['sid']}" for r in rows) or "(no candidates)"
         emit(rows, as_json=args.json, text=text)
         return 0
@@ -134,7 +158,13 @@ def _generate(args: argparse.Namespace) -> int:
 
     ranked = Reranker(bank, RerankConfig(top_n=args.top_n)).rerank(args.query, candidates)
     rows = [
-        {"sid": r.sid, "score": r.score, "candidate_rank": r.candidate_rank, "payload": r.payload}
+        {
+            "sid": r.sid,
+            "score": r.score,
+            "candidate_rank": r.candidate_rank,
+            "payload": r.payload,
+            "addresser": by,
+        }
         for r in ranked
     ]
     lines = [
@@ -180,7 +210,13 @@ def addressing_policy(model: str, sid_model: str | None) -> Any:
     spec = sid_model or "local"
     if not _is_local(spec):
         raise CLIError(f"--sid-model {spec!r}: use local or local:DIR (a policy directory)")
-    return lambda bank, config: sid_generator_for(spec, bank, allowed=config.allowed)
+    from genmem.graph._addressing import choose_generator
+
+    def make(bank: Any, config: Any) -> Any:
+        policy = sid_generator_for(spec, bank, allowed=config.allowed)
+        return choose_generator(bank, config, policy.policy, lambda: policy, "MemRetriever")
+
+    return make
 
 
 def _is_local(spec: str) -> bool:

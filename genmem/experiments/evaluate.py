@@ -77,6 +77,11 @@ class EvalSettings(BaseModel):
         default="occupied", description="SIDs the sid method may decode."
     )
     rerank: bool = Field(default=True, description="Rerank candidates against the task.")
+    addresser: Literal["auto", "generative", "quantizer"] = Field(
+        default="auto",
+        description="What addresses for the sid method (auto: an aligned policy, else the "
+        "quantizer); each record says which did.",
+    )
     memory_k: int = Field(default=5, ge=1, le=50, description="Entries a lookup returns.")
     max_steps: int = Field(default=3, ge=1, description="StackPlanner's step budget.")
     max_new_tokens: int | None = Field(
@@ -105,6 +110,9 @@ class EvalRecord(BaseModel):
     subtask: str | None = None
     contrastive: float | None = None
     sid: str | None = None
+    addresser: str | None = Field(
+        default=None, description="What chose ``sid``: generative, quantizer, tfidf or dense."
+    )
     retrieved: list[dict[str, Any]] = Field(default_factory=list)
     support: str | None = None
     status: str | None = None
@@ -204,6 +212,7 @@ def evaluate(
     """
     from tqdm.auto import tqdm
 
+    from genmem.graph.evolver import EvolverConfig
     from genmem.graph.loop import build_genmem_graph
     from genmem.graph.retriever import RetrieverConfig
     from genmem.graph.stack import StackBudget
@@ -245,7 +254,9 @@ def evaluate(
                         beam=settings.candidates,
                         rerank=settings.rerank and settings.candidates > 1,
                         allowed=settings.allowed,
+                        addresser=settings.addresser,
                     ),
+                    evolver_config=EvolverConfig(addresser=settings.addresser),
                     planner_config=StackPlannerConfig(
                         budget=StackBudget(max_steps=settings.max_steps)
                     ),
@@ -337,6 +348,7 @@ def _run_one(
         success=outcome.success,
         metrics=outcome.metrics,
         sid=state.get("sid"),
+        addresser=state.get("addresser"),
         retrieved=list(state.get("retrieved") or []),
         support=state.get("support"),
         status=state.get("status"),

@@ -57,6 +57,10 @@ class EvolveConfig(BaseModel):
     candidates: int = Field(default=8, ge=1, le=50, description="Candidate budget per lookup.")
     rerank: bool = Field(default=True, description="Rerank candidates against the task.")
     allowed: Literal["all", "occupied", "prefix"] = "occupied"
+    addresser: Literal["auto", "generative", "quantizer"] = Field(
+        default="auto",
+        description="What addresses (auto: an aligned policy generates, else the quantizer).",
+    )
     memory_k: int = Field(default=5, ge=1, le=50)
     max_steps: int = Field(default=3, ge=1)
     max_new_tokens: int | None = Field(default=None, ge=1)
@@ -97,6 +101,7 @@ class StreamRecord(BaseModel):
     score: float | None = None
     success: bool = False
     sid: str | None = None
+    addresser: str | None = Field(default=None, description="What chose ``sid``.")
     retrieved: list[str] = Field(default_factory=list)
     update: dict[str, Any] | None = None
     update_sid: str | None = None

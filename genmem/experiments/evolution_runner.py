@@ -41,6 +41,7 @@ class EvolveRunner:
 
     def _build(self, key: str) -> Any:
         from genmem.experiments.methods import method_generator
+        from genmem.graph.evolver import EvolverConfig
         from genmem.graph.loop import build_genmem_graph
         from genmem.graph.retriever import RetrieverConfig
         from genmem.graph.stack import StackBudget
@@ -55,8 +56,12 @@ class EvolveRunner:
                 method_generator(key) if key in ("tfidf", "dense") else self.sid_generator
             ),
             retriever_config=RetrieverConfig(
-                beam=beam, rerank=cfg.rerank and beam > 1, allowed=cfg.allowed
+                beam=beam,
+                rerank=cfg.rerank and beam > 1,
+                allowed=cfg.allowed,
+                addresser=cfg.addresser,
             ),
+            evolver_config=EvolverConfig(addresser=cfg.addresser),
             planner_config=StackPlannerConfig(budget=StackBudget(max_steps=cfg.max_steps)),
             solver_tools=self.tools.solver,
             research_tools=self.tools.research,

@@ -62,6 +62,7 @@ class ProbeRecord(BaseModel):
     success: bool = False
     metrics: dict[str, float] = Field(default_factory=dict)
     sid: str | None = None
+    addresser: str | None = Field(default=None, description="What chose ``sid``.")
     candidates: list[str] = Field(default_factory=list)
     ranked: list[str] = Field(default_factory=list)
     retrieved: list[str] = Field(default_factory=list)

@@ -57,6 +57,7 @@ class PayloadAddresser:
 
         self.bank = bank
         self.kind = kind
+        self.addresser = kind  # what outputs say chose the SID
         if kind == "tfidf":
             self.index: Any = TfidfRetriever.from_bank(bank)
         else:

@@ -32,6 +32,9 @@ class QueryRecord(BaseModel):
     query: str
     mode: str
     sid: str | None = None
+    addresser: str | None = Field(
+        default=None, description="What chose ``sid``: generative or quantizer."
+    )
     retrieved: list[dict[str, Any]] = Field(default_factory=list)
     support: str | None = None
     answer: str | None = None
@@ -41,6 +44,10 @@ class QueryRecord(BaseModel):
     status: str | None = None
     trajectory: dict[str, Any] | None = None
     update: dict[str, Any] | None = None
+    update_sid: str | None = None
+    update_addresser: str | None = Field(
+        default=None, description="What chose ``update_sid``: generative or quantizer."
+    )
     evolve_error: dict[str, Any] | None = None
     events: list[dict[str, Any]] = Field(default_factory=list)
     error: str | None = Field(default=None, description="Why the run failed, if it did.")
@@ -51,6 +58,8 @@ class QueryRecord(BaseModel):
         if self.update:
             return str(self.update.get("outcome"))
         if self.evolve_error:
+            if self.evolve_error.get("kind") == "gated":
+                return f"rejected (gate: {self.evolve_error.get('gate_reason')})"
             return f"rejected ({self.evolve_error.get('kind')})"
         return "none"
 

@@ -1,25 +1,40 @@
-"""The addressing policy behind the memory graphs' ``address`` nodes, one per bank.
+"""The addressing policy behind the memory graphs' ``address`` nodes, one per bank and addresser.
 
 MemRetriever and MemEvolver both turn their ``sid_generator`` argument (a generator, a factory,
-or nothing: constrained decoding on the graph's own local model) into one generator per bank,
-built on first use and reused, because building one can add SID tokens to a model or index a
-bank's occupied slots.
+or nothing) into one generator per bank, built on first use and reused, because building one can
+add SID tokens to a model, load codebooks or index a bank's occupied slots. With nothing given
+the graph's ``addresser`` (config, or the run context's ``addresser``) decides, as
+:mod:`genmem.policies.addressing` explains: ``auto`` generates with a policy aligned to the
+bank's codebooks and otherwise quantises with them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+import warnings
 from collections.abc import Callable
 from typing import Protocol
 
 from langchain_core.language_models import BaseChatModel
 
+from genmem.errors import CodebookError
 from genmem.memory.bank import Bank
+from genmem.policies.addressing import Addresser, bank_codebooks, check_addresser, resolve_addresser
 from genmem.policies.chat_local import ChatLocal
+from genmem.policies.local import LocalPolicy
+from genmem.policies.quantizer import QuantizerAddresser
 from genmem.policies.sid_decoding import SIDDecodingConfig, TransformersSIDGenerator
 from genmem.policies.types import AllowedMode, SIDGenerator
 
-__all__ = ["AddressingConfig", "BankGenerators", "GeneratorFactory", "local_generator"]
+__all__ = [
+    "AddressingConfig",
+    "BankGenerators",
+    "GeneratorFactory",
+    "choose_generator",
+    "default_generator",
+    "local_generator",
+]
 
 
 class AddressingConfig(Protocol):
@@ -27,12 +42,21 @@ class AddressingConfig(Protocol):
 
     @property
     def allowed(self) -> AllowedMode:
-        """Which SIDs the decoder may produce."""
+        """Which SIDs the addresser may produce."""
+        ...
+
+    @property
+    def addresser(self) -> Addresser:
+        """``auto``, ``generative`` or ``quantizer``."""
         ...
 
 
 GeneratorFactory = Callable[[Bank, AddressingConfig], SIDGenerator]
 """Builds the addressing policy for a bank (called once per bank and cached)."""
+
+
+class NoCodebooksWarning(UserWarning):
+    """``auto`` wanted the quantizer but this machine has not seen the bank's codebooks."""
 
 
 def local_generator(model: BaseChatModel, role: str) -> GeneratorFactory:
@@ -41,8 +65,9 @@ def local_generator(model: BaseChatModel, role: str) -> GeneratorFactory:
     def make(bank: Bank, config: AddressingConfig) -> SIDGenerator:
         if not isinstance(model, ChatLocal):
             raise TypeError(
-                f"{role} needs an SID generator for a non-local chat model: pass "
-                "sid_generator=... (e.g. a VLLMServerSIDGenerator or a QuantizerAddresser)"
+                f"{role} needs an SID generator for a non-local chat model: use the quantizer "
+                "(--addresser quantizer / auto) or pass sid_generator=... (e.g. a "
+                "VLLMServerSIDGenerator)"
             )
         return TransformersSIDGenerator(
             model.policy,
@@ -54,8 +79,49 @@ def local_generator(model: BaseChatModel, role: str) -> GeneratorFactory:
     return make
 
 
+def choose_generator(
+    bank: Bank,
+    config: AddressingConfig,
+    policy: LocalPolicy | None,
+    generative: Callable[[], SIDGenerator],
+    role: str,
+) -> SIDGenerator:
+    """The addresser ``config.addresser`` means for ``policy`` (None: no local one) and ``bank``.
+
+    ``generative`` builds the policy's decoder when that is the choice.
+    """
+    kind = resolve_addresser(config.addresser, policy, bank)
+    if kind == "generative":
+        return generative()
+    try:
+        codebooks = bank_codebooks(bank)
+    except CodebookError as exc:
+        if config.addresser == "quantizer" or policy is None:
+            raise
+        warnings.warn(
+            f"{exc}; {role} falls back to the untrained generative policy",
+            NoCodebooksWarning,
+            stacklevel=2,
+        )
+        return generative()
+    return QuantizerAddresser(
+        codebooks, bank=bank if config.allowed != "all" else None, allowed=config.allowed
+    )
+
+
+def default_generator(model: BaseChatModel, role: str) -> GeneratorFactory:
+    """The addresser ``config.addresser`` names for ``model`` and each bank."""
+    generative = local_generator(model, role)
+
+    def make(bank: Bank, config: AddressingConfig) -> SIDGenerator:
+        policy = model.policy if isinstance(model, ChatLocal) else None
+        return choose_generator(bank, config, policy, lambda: generative(bank, config), role)
+
+    return make
+
+
 class BankGenerators:
-    """One SID generator per bank, made by a factory on first use (thread-safe)."""
+    """One SID generator per bank and addresser, made by a factory on first use (thread-safe)."""
 
     def __init__(
         self,
@@ -65,10 +131,10 @@ class BankGenerators:
         *,
         role: str,
     ) -> None:
-        """Use ``sid_generator`` as given, call it as a factory, or decode with ``model``."""
+        """Use ``sid_generator`` as given, call it as a factory, or follow ``config.addresser``."""
         factory: GeneratorFactory
         if sid_generator is None:
-            factory = local_generator(model, role)
+            factory = default_generator(model, role)
         elif callable(sid_generator) and not isinstance(sid_generator, SIDGenerator):
             factory = sid_generator
         else:
@@ -79,10 +145,13 @@ class BankGenerators:
         self._generators: dict[str, SIDGenerator] = {}
         self._lock = threading.Lock()
 
-    def __call__(self, bank: Bank) -> SIDGenerator:
-        """The generator for ``bank`` (built now if this is the first request for it)."""
-        key = f"{id(bank.store)}:{bank.bank_id}"
+    def __call__(self, bank: Bank, addresser: object = None) -> SIDGenerator:
+        """The generator for ``bank`` (``addresser``: a run's override of the config's)."""
+        config = self.config
+        if addresser is not None and addresser != config.addresser:
+            config = dataclasses.replace(config, addresser=check_addresser(addresser))  # type: ignore[type-var]
+        key = f"{id(bank.store)}:{bank.bank_id}:{config.addresser}"
         with self._lock:
             if key not in self._generators:
-                self._generators[key] = self.factory(bank, self.config)
+                self._generators[key] = self.factory(bank, config)
             return self._generators[key]

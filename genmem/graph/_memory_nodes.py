@@ -26,10 +26,12 @@ def retrieval_update(out: dict[str, Any]) -> dict[str, Any]:
         "node": "mem_retriever",
         "kind": "retrieved" if hits else "nothing_retrieved",
         "sid": out.get("sid"),
+        "addresser": out.get("addresser"),
         "hits": [h.get("sid") for h in hits],
     }
     return {
         "sid": out.get("sid"),
+        "addresser": out.get("addresser"),
         "candidates": [c.get("sid") for c in out.get("candidates", [])],
         "ranked": list(out.get("ranked", [])),
         "retrieved": hits,

@@ -89,6 +89,8 @@ class MemoryAgentState(MemoryAgentInput, total=False):
     query: str | None
     """The text memory was addressed with: the last human message, or the ``query_key``."""
     sid: str | None
+    addresser: str | None
+    """What chose ``sid``: ``generative`` (a policy) or ``quantizer`` (the frozen codebooks)."""
     candidates: list[str]
     """SIDs the addressing policy proposed; ``ranked``: after reranking."""
     ranked: list[str]
@@ -251,7 +253,9 @@ def add_memory(
             query = content_text(messages[last].content)
             if not query.strip():
                 raise ValueError("the last human message has no text to address memory with")
-        fresh = dict.fromkeys(("sid", "support", "trajectory", "update", "evolve_error"))
+        fresh = dict.fromkeys(
+            ("sid", "addresser", "support", "trajectory", "update", "evolve_error")
+        )
         return {
             **fresh,
             "query": query.strip(),

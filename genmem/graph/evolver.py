@@ -64,6 +64,7 @@ from genmem.graph.trajectory import render_trajectory
 from genmem.memory.gate import GateConfig, WriteGate
 from genmem.memory.records import Update
 from genmem.memory.sid import SIDSpec
+from genmem.policies.addressing import Addresser, addresser_name, check_addresser
 from genmem.policies.backends import load_chat_model
 from genmem.policies.chat_local import content_text
 from genmem.policies.prompts import EvolverDecision, evolver_prompt, evolver_user_message
@@ -130,6 +131,8 @@ class EvolverState(TypedDict, total=False):
     never the reference answer."""
     messages: Annotated[list[AnyMessage], add_messages]
     sid: str | None
+    addresser: str
+    """What chose the SID: ``generative``, ``quantizer`` (or a caller's generator's name)."""
     candidates: list[dict[str, Any]]
     retrieved: list[dict[str, Any]]
     attempts: int
@@ -156,11 +159,15 @@ class EvolverConfig:
     """Further decisions to ask for after an invalid one, the rejection fed back each time."""
     actor: str = EVOLVER_NODE
     """Who the bank records as the writer of each update."""
+    addresser: Addresser = "auto"
+    """``auto`` (an aligned policy generates, else the quantizer), ``generative``, ``quantizer``;
+    ignored when the graph is given its own ``sid_generator``."""
     gate: GateConfig | None = field(default_factory=GateConfig)
     """The write gate every update passes (:mod:`genmem.memory.gate`); None writes any valid
     decision, junk included."""
 
     def __post_init__(self) -> None:
+        check_addresser(self.addresser)
         if not 1 <= self.beam <= 50:
             raise ValueError(f"beam={self.beam}: use 1 (greedy) to 50")
         if self.allowed not in ("all", "occupied", "prefix"):
@@ -500,8 +507,10 @@ def build_evolver_graph(
         query, trajectory, outcome = _check_input(state)
         bank = bank_from_runtime(runtime)
         task = evolver_user_message(query, trajectory, outcome)
-        candidates = generator_for(bank).generate(task, k=cfg.beam)
+        generator = generator_for(bank, (runtime.context or {}).get("addresser"))
+        candidates = generator.generate(task, k=cfg.beam)
         fresh: EvolverState = {
+            "addresser": addresser_name(generator),
             "candidates": [c.model_dump() for c in candidates],
             "retrieved": [],
             "attempts": 0,

@@ -78,6 +78,8 @@ class GenMemOutput(TypedDict, total=False):
     query: str
     mode: Mode
     sid: str | None
+    addresser: str | None
+    """What chose ``sid``: ``generative`` (a policy), ``quantizer`` (the frozen codebooks)."""
     candidates: list[str]
     """SIDs the addressing policy proposed, in its order."""
     ranked: list[str]
@@ -92,6 +94,8 @@ class GenMemOutput(TypedDict, total=False):
     outcome: str | None
     """What MemEvolver was told about the run: a given or observed outcome, never the score."""
     update_sid: str | None
+    update_addresser: str | None
+    """What chose ``update_sid``."""
     decision: dict[str, Any] | None
     update: dict[str, Any] | None
     evolve_error: dict[str, Any] | None
@@ -155,7 +159,17 @@ def build_genmem_graph(
             raise ValueError("the GenMem graph needs a non-empty 'query' in its input")
         mode = check_mode(state.get("mode"))
         fresh = dict.fromkeys(
-            ("sid", "support", "answer", "score", "update_sid", "decision", "update")
+            (
+                "sid",
+                "addresser",
+                "support",
+                "answer",
+                "score",
+                "update_sid",
+                "update_addresser",
+                "decision",
+                "update",
+            )
         )
         return {
             **fresh,
@@ -206,6 +220,7 @@ def build_genmem_graph(
         )
         return {
             "update_sid": out.get("sid"),
+            "update_addresser": out.get("addresser"),
             "decision": out.get("decision"),
             "update": out.get("update"),
             "evolve_error": out.get("error"),

@@ -31,6 +31,7 @@ from langgraph.runtime import Runtime
 
 from genmem.graph._addressing import BankGenerators, GeneratorFactory
 from genmem.graph._runtime import bank_from_runtime
+from genmem.policies.addressing import Addresser, addresser_name, check_addresser
 from genmem.policies.backends import load_chat_model
 from genmem.policies.prompts import NO_MEMORY_ANSWER, retriever_prompt, retriever_user_message
 from genmem.policies.rerank import Reranker
@@ -61,14 +62,19 @@ class RetrieverState(TypedDict, total=False):
     """Candidate SIDs in the order the reranker put them (decode order without one)."""
     retrieved: list[dict[str, Any]]
     support: str
+    addresser: str
+    """What chose the SID: ``generative``, ``quantizer`` (or a caller's generator's name)."""
 
 
 class MemoryContext(TypedDict, total=False):
-    """Run context: which bank, and how many entries a lookup returns."""
+    """Run context: which bank, how many entries a lookup returns, which addresser."""
 
     bank_url: str
     bank_id: str
     memory_k: int
+    addresser: Addresser
+    """Overrides the graph's configured addresser for this run (``auto``, ``generative``,
+    ``quantizer``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,8 +87,12 @@ class RetrieverConfig:
     """Look the candidates up and take the SID whose payload best matches the task."""
     allowed: AllowedMode = "all"
     """Which SIDs the decoder may produce (``occupied`` needs the bank at decode time)."""
+    addresser: Addresser = "auto"
+    """``auto`` (an aligned policy generates, else the quantizer), ``generative``, ``quantizer``;
+    ignored when the graph is given its own ``sid_generator``."""
 
     def __post_init__(self) -> None:
+        check_addresser(self.addresser)
         if not 1 <= self.beam <= 50:
             raise ValueError(f"beam={self.beam}: use 1 (greedy) to 50")
         if self.rerank and self.beam < 2:
@@ -114,7 +124,8 @@ def build_retriever_graph(
             raise ValueError("MemRetriever needs a non-empty 'query' in its input")
         bank = bank_from_runtime(runtime)
         task = retriever_user_message(query)
-        candidates = generator_for(bank).generate(task, k=cfg.beam)
+        generator = generator_for(bank, (runtime.context or {}).get("addresser"))
+        candidates = generator.generate(task, k=cfg.beam)
         chosen = candidates[0].sid if candidates else None
         order = [c.sid for c in candidates]
         if cfg.rerank and candidates:
@@ -133,6 +144,7 @@ def build_retriever_graph(
             "sid": chosen,
             "candidates": [c.model_dump() for c in candidates],
             "ranked": order,
+            "addresser": addresser_name(generator),
         }
 
     def rewrite(state: RetrieverState) -> RetrieverState:

@@ -430,8 +430,14 @@ class Codebooks:
         """(N,) per-entry Euclidean error ``||e - ê||_2`` (paper Eq. C.2)."""
         return np.linalg.norm(self.residuals(x, depth), axis=1)
 
-    def save(self, directory: str | Path, *, overwrite: bool = False) -> Path:
-        """Write ``centres.npz`` and ``metadata.json`` into ``directory`` (made atomically)."""
+    def save(
+        self, directory: str | Path, *, overwrite: bool = False, remember: bool = True
+    ) -> Path:
+        """Write ``centres.npz`` and ``metadata.json`` into ``directory`` (made atomically).
+
+        ``remember`` also keeps a copy by hash (:mod:`genmem.memory.codebook_registry`), so a
+        bank built with them can be quantised from its hash alone.
+        """
         target = Path(directory)
         if target.exists() and (not target.is_dir() or any(target.iterdir())):
             if not overwrite or not (target / METADATA_FILE).is_file():
@@ -454,11 +460,18 @@ class Codebooks:
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp)
+        if remember:
+            from genmem.memory.codebook_registry import remember as keep
+
+            keep(self)
         return target
 
     @classmethod
-    def load(cls, directory: str | Path) -> Codebooks:
-        """Read a directory written by :meth:`save`, verifying its content hash."""
+    def load(cls, directory: str | Path, *, remember: bool = True) -> Codebooks:
+        """Read a directory written by :meth:`save`, verifying its content hash.
+
+        ``remember`` keeps a copy by hash, as :meth:`save` does.
+        """
         src = Path(directory)
         fix = "point at a directory written by `genmem codebook fit --out DIR`"
         if not src.is_dir():
@@ -487,9 +500,14 @@ class Codebooks:
                 f"{arr_path} cannot be read as codebook arrays ({exc}); restore it or refit"
             ) from None
         try:
-            return cls(centres, metadata=meta, multipliers=mults, directions=dirs)
+            codebooks = cls(centres, metadata=meta, multipliers=mults, directions=dirs)
         except CodebookError as exc:
             raise CodebookError(f"{src}: {exc}") from None
+        if remember:
+            from genmem.memory.codebook_registry import remember as keep
+
+            keep(codebooks)
+        return codebooks
 
 
 class RQKMeans:

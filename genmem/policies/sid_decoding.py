@@ -200,6 +200,9 @@ class DecodeResult(BaseModel):
 class TransformersSIDGenerator:
     """Constrained SID decoding with a local policy; implements ``SIDGenerator``."""
 
+    addresser = "generative"
+    """What outputs say chose the SID."""
+
     def __init__(
         self,
         policy: LocalPolicy,

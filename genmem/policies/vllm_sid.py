@@ -340,6 +340,9 @@ def _check_contexts(contexts: Sequence[str]) -> list[str]:
 class _CountingGenerator:
     """What both vLLM generators share: their spec, decode counts, and single-context calls."""
 
+    addresser = "generative"
+    """What outputs say chose the SID."""
+
     _spec: SIDSpec
     _stats: DecodeStats
     _lock: threading.Lock

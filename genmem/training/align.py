@@ -11,11 +11,13 @@ schedule), measures again and writes a policy directory that ``--model local:DIR
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from genmem.policies.local import Alignment
 from genmem.training.align_data import (
     AlignDataConfig,
     alignment_data,
@@ -112,6 +114,19 @@ def run_align(
     after = _score(policy, bank.spec, eval_pairs, ks, progress)
     loss_steps, losses = logged_losses(trainer)
     steps = int(trainer.state.global_step)
+    held = after.get("heldout")
+    policy.info = policy.info.model_copy(
+        update={
+            "alignment": Alignment(
+                bank_id=bank.bank_id,
+                codebook_hash=bank.codebook_hash,
+                steps=steps,
+                examples=len(mix.train),
+                heldout={} if held is None else held.model_dump(mode="json"),
+                at=time.time(),
+            )
+        }
+    )
     files = write_policy(policy, out, run, notes={"stage": "align", "counts": mix.counts})
     report = AlignReport(
         out=str(out),

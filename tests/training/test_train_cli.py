@@ -66,6 +66,11 @@ def test_align_two_steps_then_the_policy_loads_and_generates_sids(
     assert open(report["files"]["plot"], "rb").read(4) == b"\x89PNG"
     info = json.loads((out / "genmem_policy.json").read_text())
     assert info["sid_sizes"] == list(DEFAULT_SPEC.sizes) and info["notes"]["stage"] == "align"
+    # The directory records what it was aligned to: --addresser auto generates with it there.
+    bank = open_bank(seed_bank_url)
+    alignment = info["alignment"]
+    assert alignment["codebook_hash"] == bank.codebook_hash and alignment["steps"] == 2
+    assert alignment["bank_id"] == bank.bank_id and alignment["heldout"]["n"] == 2
     assert json.loads((out / "run.json").read_text())["status"] == "done"
     assert set(report["withheld"]) == set(report["counts"])
     held = (out / "heldout_pairs.jsonl").read_text().splitlines()
@@ -78,5 +83,13 @@ def test_align_two_steps_then_the_policy_loads_and_generates_sids(
         "--query", "A baker sells 12 muffins a day. How many in a week?", "--json",
     ])  # fmt: skip
     assert code == 0
-    sids = [c["sid"] for c in json.loads(capsys.readouterr().out)]
+    rows = json.loads(capsys.readouterr().out)
+    sids = [c["sid"] for c in rows]
     assert len(sids) == 3 and all(DEFAULT_SPEC.is_valid(s) for s in sids)
+    assert {c["addresser"] for c in rows} == {"generative"}  # aligned to this bank: auto generates
+    code = main([
+        "sid", "generate", "--bank", seed_bank_url, "--beam", "3", "--json",
+        "--query", "A baker sells 12 muffins a day. How many in a week?",
+    ])  # fmt: skip
+    assert code == 0  # the embedded policy was never aligned: auto quantises
+    assert {c["addresser"] for c in json.loads(capsys.readouterr().out)} == {"quantizer"}
