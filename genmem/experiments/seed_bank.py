@@ -156,13 +156,23 @@ def build_seed_bank(
     base = (root or cache_root() / "seed") / cfg.key()
     done = base / "seed.json"
     if done.exists():
-        return SeedBank.model_validate({**json.loads(done.read_text()), "reused": True})
+        return _reused(done)
     base.mkdir(parents=True, exist_ok=True)
     # One builder per bank: a second process waits, then finds the finished bank.
     with FileLock(str(base) + ".lock"):
         if done.exists():
-            return SeedBank.model_validate({**json.loads(done.read_text()), "reused": True})
+            return _reused(done)
         return _build(cfg, base, progress)
+
+
+def _reused(done: Path) -> SeedBank:
+    """A finished seed bank; its codebooks are loaded once so the quantizer finds them by hash."""
+    from genmem.memory.rqkmeans import Codebooks
+
+    seed = SeedBank.model_validate({**json.loads(done.read_text()), "reused": True})
+    if Codebooks.recall(seed.codebook_hash) is None:
+        Codebooks.load(seed.codebook_dir)
+    return seed
 
 
 def _build(cfg: SeedBankConfig, base: Path, progress: bool) -> SeedBank:

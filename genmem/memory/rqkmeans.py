@@ -69,6 +69,7 @@ from genmem.memory._assign import (
     sq_dists,
     unit_rows,
 )
+from genmem.memory.codebook_registry import registry_path
 from genmem.memory.sid import DEFAULT_SIZES, SID, SIDSpec
 
 __all__ = [
@@ -461,9 +462,7 @@ class Codebooks:
             if tmp.exists():
                 shutil.rmtree(tmp)
         if remember:
-            from genmem.memory.codebook_registry import remember as keep
-
-            keep(self)
+            self.remember()
         return target
 
     @classmethod
@@ -504,10 +503,27 @@ class Codebooks:
         except CodebookError as exc:
             raise CodebookError(f"{src}: {exc}") from None
         if remember:
-            from genmem.memory.codebook_registry import remember as keep
-
-            keep(codebooks)
+            codebooks.remember()
         return codebooks
+
+    def remember(self) -> Path | None:
+        """Keep a copy by hash (:mod:`~genmem.memory.codebook_registry`); None if unwritable."""
+        target = registry_path(self.hash)
+        if (target / METADATA_FILE).is_file():
+            return target
+        try:
+            return self.save(target, remember=False)
+        except (OSError, CodebookError):  # a read-only cache or a concurrent copy: not an error
+            return target if (target / METADATA_FILE).is_file() else None
+
+    @classmethod
+    def recall(cls, codebook_hash: str) -> Codebooks | None:
+        """The codebooks with this content hash, if this machine has saved or loaded them."""
+        target = registry_path(codebook_hash)
+        if not (target / METADATA_FILE).is_file():
+            return None
+        codebooks = cls.load(target, remember=False)
+        return codebooks if codebooks.hash == codebook_hash else None
 
 
 class RQKMeans:

@@ -59,9 +59,10 @@ def is_aligned(policy: LocalPolicy | None, bank: Bank) -> bool:
 
 def bank_codebooks(bank: Bank) -> Codebooks:
     """The codebooks ``bank`` was built with, found by hash on this machine."""
-    from genmem.memory.codebook_registry import recall, registry_root
+    from genmem.memory.codebook_registry import registry_root
+    from genmem.memory.rqkmeans import Codebooks
 
-    codebooks = recall(bank.codebook_hash)
+    codebooks = Codebooks.recall(bank.codebook_hash)
     if codebooks is None:
         raise CodebookError(
             f"bank {bank.bank_id!r} was built with codebooks {bank.codebook_hash[:12]}, which "

@@ -38,15 +38,29 @@ def _run(capsys, *args: str) -> list[dict]:
 
 
 def test_beam_prints_k_distinct_valid_sids_best_first(built, capsys) -> None:
-    rows = _run(capsys, "--bank", built["url"], "--query", QUERY, "--beam", "5")
+    generate = ("--addresser", "generative")  # the policy's own beam (never aligned: it warns)
+    rows = _run(capsys, "--bank", built["url"], "--query", QUERY, "--beam", "5", *generate)
     spec = SIDSpec((6, 3, 2))
     assert len(rows) == 5 == len({r["sid"] for r in rows})
-    assert all(set(r) == {"sid", "score"} for r in rows)
+    assert all(set(r) == {"sid", "score", "addresser"} for r in rows)
+    assert {r["addresser"] for r in rows} == {"generative"}
     assert [r["score"] for r in rows] == sorted((r["score"] for r in rows), reverse=True)
     for r in rows:
         spec.parse(r["sid"])
-    greedy = _run(capsys, "--bank", built["url"], "--query", QUERY)
+    greedy = _run(capsys, "--bank", built["url"], "--query", QUERY, *generate)
     assert len(greedy) == 1
+
+
+def test_auto_quantises_with_the_banks_own_codebooks(built, capsys) -> None:
+    """The default policy was never aligned: auto uses the codebooks the bank was built with
+    (found by hash, no --codebook), and gives exactly what the quantizer gives."""
+    rows = _run(capsys, "--bank", built["url"], "--query", QUERY, "--beam", "3")
+    assert {r["addresser"] for r in rows} == {"quantizer"}
+    explicit = _run(
+        capsys, "--bank", built["url"], "--query", QUERY, "--beam", "3",
+        "--model", "quantizer", "--codebook", built["codebook"],
+    )  # fmt: skip
+    assert rows == explicit
 
 
 def test_occupied_and_rerank(built, capsys) -> None:
@@ -83,7 +97,6 @@ def test_quantizer_baseline(built, capsys) -> None:
     ("extra", "code", "message"),
     [
         (["--beam", "51"], 2, "at most 50"),
-        (["--model", "quantizer"], 2, "needs --codebook"),
         (["--model", "vllm:http://x:1/v1#m"], 2, "needs --tokenizer"),
         (["--model", "vllm:http://x:1/v1#m", "--allowed", "occupied"], 2, "local policy"),
     ],
@@ -111,3 +124,21 @@ def test_bench_runs_and_reports_validity(capsys) -> None:
         assert rows["trie", beam]["mean_candidates"] == beam
         assert rows["trie", beam]["p50_ms"] > 0
     assert main(["sid", "bench", "--beams", "0"]) == 2
+
+
+def test_a_bank_whose_codebooks_this_machine_never_saw(tmp_path, capsys, monkeypatch) -> None:
+    from genmem.memory.sid import DEFAULT_SPEC
+    from genmem.memory.sqlite_store import SQLiteBankStore
+    from tests.conftest import TEST_HASH
+
+    monkeypatch.setenv("GENMEM_CACHE", str(tmp_path / "empty-cache"))
+    bank = SQLiteBankStore(tmp_path / "b.db").create_bank(
+        "b", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH
+    )
+    bank.insert(DEFAULT_SPEC.make((1, 1, 1, 1)), "Multiply the price by the count.")
+    url = f"sqlite:///{tmp_path}/b.db?bank=b"
+    assert (
+        main(["sid", "generate", "--bank", url, "--query", QUERY, "--addresser", "quantizer"]) == 1
+    )
+    err = capsys.readouterr().err
+    assert "has not seen" in err and "--codebook DIR" in err

@@ -10,7 +10,7 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 from genmem.errors import CodebookError
 from genmem.graph.retriever import RetrieverConfig, build_retriever_graph
-from genmem.memory.codebook_registry import recall, registry_root
+from genmem.memory.codebook_registry import registry_root
 from genmem.memory.encoders import DEFAULT_ENCODER_ID, EXPERIENCE_PREFIX, default_encoder
 from genmem.memory.rqkmeans import Codebooks, RQKMeans, RQKMeansConfig
 from genmem.memory.sqlite_store import SQLiteBankStore
@@ -75,9 +75,9 @@ def _policy(codebook_hash: str | None) -> SimpleNamespace:
 def test_saved_or_loaded_codebooks_are_found_again_by_hash(
     cache, tmp_path, codebooks, monkeypatch
 ) -> None:
-    assert recall(codebooks.hash) is None
+    assert Codebooks.recall(codebooks.hash) is None
     codebooks.save(tmp_path / "cb")
-    found = recall(codebooks.hash)
+    found = Codebooks.recall(codebooks.hash)
     assert found is not None and found.hash == codebooks.hash
     assert (registry_root() / codebooks.hash / "metadata.json").is_file()
     codebooks.save(tmp_path / "cb2")  # a second copy of the same hash is a no-op

@@ -167,6 +167,7 @@ def test_joint_grpo_trains_whole_turns_through_the_graph(
     assert open(report["files"]["plot"], "rb").read(4) == b"\x89PNG"
     code = main([
         "sid", "generate", "--bank", seed_bank_url, "--model", f"local:{out}", "--beam", "2",
+        "--addresser", "generative",
         "--query", "Tom has 3 apples and buys 4 more. How many now?", "--json",
     ])  # fmt: skip
     assert code == 0
