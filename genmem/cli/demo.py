@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from genmem.cli.common import emit, positive_int
-from genmem.cli.run import add_loop_arguments, build_loop_app, render_table
+from genmem.cli.run import add_loop_arguments, build_loop_app, render_details, render_table
 
 __all__ = ["register", "run_demo"]
 
@@ -119,16 +119,20 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> dict[str, An
         f"{args.model!r}, in {timings['loop_s']:.0f} s",
         "",
     ]
+    refused = after.rejections
+    gate = ", ".join(f"{k} {n}" for k, n in sorted(refused.items())) or "none"
     tail = [
         "",
         f"bank history: {before.events} -> {after.events} events, {before.entries} -> "
-        f"{after.entries} entries ({bank_url})",
+        f"{after.entries} entries ({bank_url}); write gate refusals: {gate}",
         f"per-query records (SIDs, support, trajectories, updates): {out / 'results.jsonl'}",
         f"seed bank code usage per level: {out / 'seed_code_usage.png'}",
         f"next: genmem run --bank '{bank_url}' --bench gsm8k-test --limit 10 --out runs/gsm8k",
     ]
+    details = render_details(records, open_bank(bank_url))
+    table = render_table(records, summary)
     return {
-        "table": "\n".join(head) + render_table(records, summary) + "\n" + "\n".join(tail),
+        "table": "\n".join(head) + table + "\n\n" + details + "\n" + "\n".join(tail),
         "seed": seed.model_dump(),
         "bank_url": bank_url,
         "bank_events": {"before": before.events, "after": after.events},

@@ -26,6 +26,7 @@ __all__ = [
     "add_loop_arguments",
     "build_loop_app",
     "register",
+    "render_details",
     "scorer_for",
 ]
 
@@ -233,6 +234,66 @@ def render_table(records: list[Any], summary: Any) -> str:
         f"{summary.mean_seconds:.0f} s per query",
     ]
     return "\n".join(lines)
+
+
+def render_details(records: list[Any], bank: Any) -> str:
+    """Per query: the addresser and SID, the entry read and its source, answer, memory write."""
+    blocks = []
+    for i, r in enumerate(records, 1):
+        verdict = "" if r.score is None else (" (correct)" if r.score >= 1 else " (wrong)")
+        lines = [f"[{i}] {_clip(r.query, 90)}  (reference {r.reference})"]
+        if r.error:
+            lines.append(f"    error: {_clip(r.error, 100)}")
+        if r.sid:
+            hit = r.retrieved[0] if r.retrieved else None
+            read = "nothing"
+            if hit is not None:
+                kind = "exact entry" if hit.get("sid") == r.sid else "nearest entry"
+                read = f"{kind} {hit.get('sid')} v{hit.get('version')}"
+            lines.append(f"    addresser: {r.addresser or '-'} -> {r.sid}; read {read}")
+            if hit is not None:
+                lines.append(f"    entry: {_clip(str(hit.get('payload', '')), 100)}")
+                source = _provenance(bank, hit.get("sid"), hit.get("version"))
+                lines.append(f"    came from: {source}")
+            lines.append(f"    support given: {_clip(r.support or '', 100)}")
+        lines.append(f"    answer: {_clip(r.answer or '(none)', 60)}{verdict}")
+        lines.append(f"    memory: {_memory_line(r)}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def _provenance(bank: Any, sid: str | None, version: int | None) -> str:
+    """The training problem a seed entry came from, or who wrote the version read."""
+    if sid is None:
+        return "-"
+    versions = {v.version: v for v in bank.history(sid)}
+    v = versions.get(version) if version is not None else None
+    if v is None:
+        return "-"
+    sources = v.metadata.get("sources") or []
+    questions = [s.get("question") or s.get("query") for s in sources if isinstance(s, dict)]
+    questions = [q for q in questions if q]
+    if questions:
+        more = f" (+{len(questions) - 1} more)" if len(questions) > 1 else ""
+        return f"training problem {_clip(questions[0], 80)!r}{more}"
+    return f"written by {v.actor}"
+
+
+def _memory_line(r: Any) -> str:
+    """What happened to the memory after the answer, in words."""
+    if r.update:
+        u = r.update
+        before = "empty" if u.get("version_before") is None else f"v{u['version_before']}"
+        after = "empty" if u.get("version_after") is None else f"v{u['version_after']}"
+        by = f" (addressed by {r.update_addresser})" if r.update_addresser else ""
+        return f"{u.get('outcome')} at {u.get('sid')}: {before} -> {after}{by}"
+    e = r.evolve_error
+    if e and e.get("kind") == "gated":
+        said = _clip(str(e.get("output") or ""), 60)
+        return f"the write gate refused the update ({e.get('gate_reason')}): {said!r}"
+    if e:
+        return f"no write ({e.get('kind')}): {_clip(str(e.get('message') or ''), 80)}"
+    return "no write (read-only run)"
 
 
 def _clip(text: str, n: int) -> str:

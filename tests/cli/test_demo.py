@@ -43,6 +43,13 @@ def test_demo_closed_loop_on_two_gsm8k_problems(tmp_path, capsys) -> None:
             assert r["evolve_error"]["kind"] == "gated", r["evolve_error"]
             reason = r["evolve_error"]["gate_reason"]
             assert any(e.outcome == "rejected" and e.reason == reason for e in events)
+    # Honest addressing: the embedded policy was never aligned, so the quantizer chose every
+    # SID, and the demo says so, with the entry read, the training problem it came from, the
+    # answer and what the memory did (stored, or refused by the write gate and why).
+    assert {r["addresser"] for r in records} == {"quantizer"}
+    table = s["table"]
+    assert table.count("addresser: quantizer") == 2 and "came from: training problem" in table
+    assert table.count("    memory: ") == 2 and "write gate refusals:" in table
     assert (out / "seed_code_usage.png").read_bytes()[:4] == b"\x89PNG"
     lines = (out / "results.jsonl").read_text().splitlines()
     assert [json.loads(x)["id"] for x in lines] == [r["id"] for r in records]
