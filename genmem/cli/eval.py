@@ -52,7 +52,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--pairs", help='retrieval only: JSONL of {"query", "reference_sid"} (needs --bank)'
     )
     p.add_argument(
-        "--methods", default="none,tfidf,dense,sid", help="comma-separated (none,tfidf,dense,sid)"
+        "--methods",
+        default="none,tfidf,dense,sid",
+        help="comma-separated (none,tfidf,dense,quantizer,sid; sid follows --addresser, except "
+        "with --pairs, where it is always the policy's own generation)",
     )
     p.add_argument("--limit", type=positive_int, help="first N tasks")
     p.add_argument("--model", default="local", help="model spec for every role (default local)")
@@ -165,24 +168,28 @@ def _eval(args: argparse.Namespace) -> int:
 def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> int:
     """Candidate Hit, Hit@1/5 and prefix hits of each addressing method on reference SIDs."""
     from genmem.cli.sid import sid_generator_for
-    from genmem.experiments.methods import cached_payload_encoder
+    from genmem.experiments.methods import cached_payload_encoder, quantizer_generator
     from genmem.experiments.plots import plot_prefix_hits
     from genmem.experiments.retrieval_eval import (
         baseline_ranker,
         evaluate_retrieval,
         load_pairs,
+        query_payload_overlap,
         reranker_fn,
         sid_ranker,
     )
     from genmem.experiments.stats import DEFAULT_INTERVALS
     from genmem.memory.location import open_bank
+    from genmem.policies.addressing import is_aligned
     from genmem.policies.baselines import DenseRetriever, TfidfRetriever
     from genmem.policies.rerank import RerankConfig, Reranker
 
     if not args.bank:
         raise CLIError("--pairs needs --bank: the bank whose SIDs the pairs reference")
     if "none" in methods:
-        raise CLIError("--pairs scores addressing; 'none' has no addresses (use tfidf,dense,sid)")
+        raise CLIError(
+            "--pairs scores addressing; 'none' has no addresses (use tfidf,dense,quantizer,sid)"
+        )
     bank = open_bank(args.bank)
     pairs_path = Path(args.pairs)
     if not pairs_path.is_file():
@@ -196,8 +203,14 @@ def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> 
     rerank = None if args.no_rerank else reranker_fn(Reranker(bank, RerankConfig()))
     reports = {}
     for method in methods:
+        about: dict[str, Any] = {"addresser": method}
         if method == "sid":
-            rank = sid_ranker(sid_generator_for(args.model, bank, allowed=args.allowed))
+            policy = sid_generator_for(args.model, bank, allowed=args.allowed)
+            rank = sid_ranker(policy)
+            aligned = is_aligned(getattr(policy, "policy", None), bank)
+            about = {"addresser": "generative", "aligned": aligned}
+        elif method == "quantizer":
+            rank = sid_ranker(quantizer_generator(bank, args))
         elif method == "tfidf":
             rank = baseline_ranker(TfidfRetriever.from_bank(bank))
         else:
@@ -206,13 +219,19 @@ def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> 
         report = evaluate_retrieval(
             pairs, rank, k, rerank=rerank, spec=bank.spec, progress=not args.json
         )
+        rates = report.model_dump(exclude={"per_query"})
+        intervals = report.intervals(DEFAULT_INTERVALS).model_dump(exclude={"settings"})
         reports[method] = {
-            "rates": report.model_dump(exclude={"per_query"}),
-            "intervals": report.intervals(DEFAULT_INTERVALS).model_dump(exclude={"settings"}),
+            **about,
+            **{key: rates[key] for key in intervals},
+            **{f"{key}_ci": value for key, value in intervals.items()},
+            "rates": rates,
+            "intervals": intervals,
             "seconds_per_query": round((time.perf_counter() - started) / len(pairs), 4),
         }
     out.mkdir(parents=True, exist_ok=True)
     result = {"pairs": str(pairs_path), "n": len(pairs), "k": k, "bank": args.bank}
+    result["query_payload_overlap"] = query_payload_overlap(pairs, bank)
     result |= {"reranked": rerank is not None, "methods": reports}
     result["intervals"] = DEFAULT_INTERVALS.model_dump()
     (out / "retrieval.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -226,7 +245,13 @@ def _retrieval_table(result: dict[str, Any]) -> str:
 
     head = ["method", "cand. hit", "hit@1", "hit@5", "prefix@1 per level", "s/query"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    notes = []
     for method, row in result["methods"].items():
+        if row.get("aligned") is False:
+            notes.append(
+                f"{method}: the policy was never SID-aligned to this bank's codebooks, so its "
+                "SIDs are arbitrary among the allowed slots (genmem train align first)"
+            )
         r, ci = row["rates"], row["intervals"]
         prefix = " / ".join(
             format_interval(v, c) for v, c in zip(r["prefix_at_1"], ci["prefix_at_1"], strict=True)
@@ -236,7 +261,11 @@ def _retrieval_table(result: dict[str, Any]) -> str:
             f"| {method} | " + " | ".join(cells) + f" | {prefix} | {row['seconds_per_query']} |"
         )
     settings = describe(IntervalSettings.model_validate(result["intervals"]))
-    return (
+    overlap = result["query_payload_overlap"]
+    text = (
         "\n".join(lines)
-        + f"\n\n{result['n']} pairs, {result['k']} candidates, rates in %. {settings}"
+        + f"\n\n{result['n']} pairs, {result['k']} candidates, rates in %. {settings}\n"
+        + f"query words found in the reference payload: {overlap['mean']:.0%} on average "
+        + f"({overlap['verbatim']} of {result['n']} payloads contain their query verbatim)"
     )
+    return "\n".join([text, *notes])

@@ -18,7 +18,9 @@ from genmem.graph._addressing import AddressingConfig, GeneratorFactory
 from genmem.memory.bank import Bank
 from genmem.memory.embedding_cache import CachedEncoder
 from genmem.memory.sid import SIDSpec
+from genmem.policies.addressing import bank_codebooks
 from genmem.policies.prompts import retriever_user_message
+from genmem.policies.quantizer import QuantizerAddresser
 from genmem.policies.types import SIDCandidate
 
 __all__ = [
@@ -28,10 +30,13 @@ __all__ = [
     "cached_payload_encoder",
     "check_methods",
     "method_generator",
+    "quantizer_generator",
 ]
 
-Method = Literal["none", "tfidf", "dense", "sid"]
-METHODS: tuple[Method, ...] = ("none", "tfidf", "dense", "sid")
+Method = Literal["none", "tfidf", "dense", "quantizer", "sid"]
+METHODS: tuple[Method, ...] = ("none", "tfidf", "dense", "quantizer", "sid")
+"""``sid`` follows the run's ``--addresser`` (an aligned policy generates; ``auto`` quantises
+otherwise); ``quantizer`` always quantises with the bank's frozen codebooks."""
 # What MemRetriever's user turn puts before the query; the payload baselines rank the query
 # alone. Taken from the one prompt builder, so a change of wording cannot leak into rankings.
 _TASK_PREFIX = retriever_user_message("")
@@ -105,8 +110,17 @@ def method_generator(method: Method) -> GeneratorFactory | None:
         return None
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    if method == "quantizer":
+        return quantizer_generator
 
     def make(bank: Bank, config: AddressingConfig) -> PayloadAddresser:
         return PayloadAddresser(bank, method)  # type: ignore[arg-type]
 
     return make
+
+
+def quantizer_generator(bank: Bank, config: AddressingConfig) -> QuantizerAddresser:
+    """The quantizer on the bank's own codebooks (found by hash), under the run's ``allowed``."""
+    return QuantizerAddresser(
+        bank_codebooks(bank), bank=bank if config.allowed != "all" else None, allowed=config.allowed
+    )

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -53,6 +54,7 @@ __all__ = [
     "baseline_ranker",
     "evaluate_retrieval",
     "load_pairs",
+    "query_payload_overlap",
     "reranker_fn",
     "sid_ranker",
 ]
@@ -426,3 +428,30 @@ def reranker_fn(reranker: Reranker) -> RerankFunc:
         return [entry.sid for entry in reranker.rerank(query, _as_candidates(candidates))]
 
     return rerank
+
+
+_WORD = re.compile(r"[a-z0-9]{3,}")
+
+
+def query_payload_overlap(
+    pairs: Sequence[RetrievalPair], bank: Any, settings: IntervalSettings = DEFAULT_INTERVALS
+) -> dict[str, Any]:
+    """How much of each query its reference payload repeats (a lexical ranker's head start).
+
+    ``mean``: the share of a query's distinct words (3+ letters or digits) that occur in its
+    reference entry's payload, averaged over pairs, with a bootstrap interval (``mean_ci``);
+    ``verbatim``: payloads that contain their whole query (spacing and case aside).
+    """
+    shares, verbatim = [], 0
+    for pair in pairs:
+        entry = bank.get(pair.reference_sid)
+        if entry is None:
+            continue
+        query, payload = pair.query.lower(), entry.payload.lower()
+        words = set(_WORD.findall(query))
+        if words:
+            shares.append(len(words & set(_WORD.findall(payload))) / len(words))
+        verbatim += " ".join(query.split()) in " ".join(payload.split())
+    mean = sum(shares) / len(shares) if shares else None
+    interval = bootstrap_interval(shares, settings) if shares else None
+    return {"mean": mean, "mean_ci": interval, "verbatim": verbatim, "n": len(shares)}

@@ -107,10 +107,20 @@ def test_retrieval_only_scores_the_baselines_on_seed_pairs(
     path = tmp_path / "pairs.jsonl"
     path.write_text("".join(json.dumps(p) + "\n" for p in pairs))
     out = tmp_path / "retrieval"
-    args = ["eval", "--pairs", str(path), "--bank", seed_bank_url, "--methods", "tfidf,dense"]
+    methods = "tfidf,dense,quantizer"
+    args = ["eval", "--pairs", str(path), "--bank", seed_bank_url, "--methods", methods]
     assert main([*args, "--candidates", "10", "--out", str(out), "--json"]) == 0
     result = _json(capsys)
     assert result["n"] == 20 and result["k"] == 10 and result["reranked"]
+    # The seed digests restate their problems: the lexical contest the issue warns about, and
+    # the output says so.
+    overlap = result["query_payload_overlap"]
+    assert overlap["n"] == 20 and overlap["verbatim"] == 20 and overlap["mean"] == 1.0
+    quantizer = result["methods"]["quantizer"]
+    assert quantizer["addresser"] == "quantizer"
+    for key in ("candidate_hit", "hit_at_1", "hit_at_5"):  # each rate with its interval beside it
+        lo, hi = quantizer[f"{key}_ci"]
+        assert lo <= quantizer[key] <= hi and quantizer[key] == quantizer["rates"][key]
     for method in ("tfidf", "dense"):
         rates = result["methods"][method]["rates"]
         # The query is the problem its entry's payload restates: lexical and dense search find
@@ -120,7 +130,8 @@ def test_retrieval_only_scores_the_baselines_on_seed_pairs(
         prefix = rates["prefix_at_1"]
         assert len(prefix) == DEFAULT_SPEC.levels and prefix == sorted(prefix, reverse=True)
         assert prefix[-1] == rates["hit_at_1"]
-    assert json.loads((out / "retrieval.json").read_text())["methods"].keys() == {"tfidf", "dense"}
+    written = json.loads((out / "retrieval.json").read_text())
+    assert written["methods"].keys() == {"tfidf", "dense", "quantizer"}
     assert (out / "retrieval.png").read_bytes()[:4] == b"\x89PNG"
 
 
