@@ -151,7 +151,7 @@ def test_evolve_mode_gives_each_method_its_own_bank_copy(tmp_path) -> None:
 def test_settings_are_validated() -> None:
     with pytest.raises(ValueError, match="need a bank"):
         EvalSettings(methods=["sid"])
-    with pytest.raises(ValueError, match="'none', 'tfidf', 'dense' or 'sid'"):
+    with pytest.raises(ValueError, match="'none', 'tfidf', 'dense', 'quantizer' or 'sid'"):
         EvalSettings(methods=["bm25"], bank_url="sqlite:///x.db")  # type: ignore[list-item]
     assert EvalSettings(methods=["none"]).bank_url is None
 
