@@ -36,10 +36,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--problems", type=positive_int, default=3, help="GSM8K test problems (3)")
     p.add_argument(
         "--distill",
-        choices=("model", "reference"),
+        choices=("model", "reference", "procedure"),
         default="model",
         help="who writes the seed experiences: the default model (default) or, for speed, a "
-        "deterministic digest of each reference solution",
+        "deterministic digest of each reference solution, with its problem (reference) or "
+        "without it (procedure)",
     )
     p.add_argument(
         "--seed-size",

@@ -32,11 +32,15 @@ __all__ = [
     "copy_bank_file",
     "fit_experience_codebooks",
     "model_experience",
+    "procedure_experience",
     "reference_experience",
     "seed_pairs",
 ]
 
-DistillMode = Literal["model", "reference"]
+DistillMode = Literal["model", "reference", "procedure"]
+"""Who writes the seed experiences: the default model, a digest of the reference solution with
+its problem, or the same procedure without the problem text (so a retrieval test is not won by
+matching the query's words against its own copy in the payload)."""
 
 _CALC = re.compile(r"<<[^>]*>>")
 
@@ -98,6 +102,12 @@ def reference_experience(question: str, answer: str) -> str:
         "Check: redo each calculation and make sure the result answers the question asked.\n"
         f"Result: {final.strip()}"
     )
+
+
+def procedure_experience(question: str, answer: str) -> str:
+    """The reference solution's procedure, check and result, without the problem text."""
+    body = reference_experience(question, answer)
+    return body.split("\n", 1)[1]  # everything after the "Problem: ..." line
 
 
 def model_experience(chat: Any, question: str, answer: str) -> str:
@@ -190,7 +200,9 @@ def _build(cfg: SeedBankConfig, base: Path, progress: bool) -> SeedBank:
     if codebook_dir.is_dir() and any(codebook_dir.iterdir()):
         codebooks = Codebooks.load(codebook_dir)
     else:
-        digests = [reference_experience(r["question"], r["answer"]) for r in rows[: cfg.fit_size]]
+        # codebooks fitted on texts like the ones the bank will hold
+        digest = procedure_experience if cfg.distill == "procedure" else reference_experience
+        digests = [digest(r["question"], r["answer"]) for r in rows[: cfg.fit_size]]
         embeddings = encoder.encode(digests, progress=progress)
         codebooks = fit_experience_codebooks(
             embeddings, cfg.sizes, encoder.id, codebook_dir, seed=cfg.seed, progress=progress
@@ -199,7 +211,8 @@ def _build(cfg: SeedBankConfig, base: Path, progress: bool) -> SeedBank:
     if cfg.distill == "model":
         texts = _distil(cfg, chosen, base / "experiences.jsonl", progress)
     else:
-        texts = [reference_experience(r["question"], r["answer"]) for r in chosen]
+        write = procedure_experience if cfg.distill == "procedure" else reference_experience
+        texts = [write(r["question"], r["answer"]) for r in chosen]
     records = [
         ExperienceRecord(
             text=t,

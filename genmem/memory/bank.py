@@ -48,7 +48,7 @@ from genmem.memory.backend import (
     check_new_bank,
     sort_key,
 )
-from genmem.memory.gate import WriteGate
+from genmem.memory.gate import GateVerdict, WriteGate
 from genmem.memory.records import (
     ApplyResult,
     BankInfo,
@@ -319,6 +319,40 @@ class Bank:
             gate=gate,
         )
 
+    def refuse(
+        self, sid: SID | str, op: str, verdict: GateVerdict, *, actor: str = "api"
+    ) -> ApplyResult:
+        """Log that the gate refused a payload for ``sid`` (a ``rejected`` event, nothing else).
+
+        For writers that run the gate themselves, e.g. a build that checks each record before
+        joining the ones that pass.
+        """
+        target = self.sid(sid)
+        if op not in ("insert", "revise") or verdict.action != "reject":
+            raise InvalidUpdate(f"refuse needs op insert/revise and a rejection, got {op!r}")
+
+        def body(tx: SlotTx) -> ApplyResult:
+            return self._reject(tx, target, op, verdict, actor)
+
+        return self._run_write(target, body)
+
+    def _reject(
+        self, tx: SlotTx, sid: SID, op: str, verdict: GateVerdict, actor: str
+    ) -> ApplyResult:
+        cur = tx.current
+        live = None if cur is None or cur.deleted else cur.version
+        seq = tx.add_event(op, "rejected", live, live, time.time(), actor, verdict.reason)  # type: ignore[arg-type]
+        return ApplyResult(
+            op=op,  # type: ignore[arg-type]
+            outcome="rejected",
+            sid=str(sid),
+            version_before=live,
+            version_after=live,
+            seq=seq,
+            reason=verdict.reason,
+            detail=verdict.detail,
+        )
+
     def _write(
         self,
         tx: SlotTx,
@@ -336,25 +370,7 @@ class Bank:
         if gate is not None and not deleting:
             verdict = gate.check(text, None if live_before is None or cur is None else cur.payload)
             if verdict.action == "reject":
-                seq = tx.add_event(
-                    op,  # type: ignore[arg-type]
-                    "rejected",
-                    live_before,
-                    live_before,
-                    now,
-                    actor,
-                    verdict.reason,
-                )
-                return ApplyResult(
-                    op=op,  # type: ignore[arg-type]
-                    outcome="rejected",
-                    sid=str(sid),
-                    version_before=live_before,
-                    version_after=live_before,
-                    seq=seq,
-                    reason=verdict.reason,
-                    detail=verdict.detail,
-                )
+                return self._reject(tx, sid, op, verdict, actor)
             if verdict.action == "retain":
                 text = cur.payload  # type: ignore[union-attr]
         if op == "revise" and cur is not None and text == cur.payload:

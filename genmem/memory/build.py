@@ -6,10 +6,11 @@ deterministic concatenation by default, an LLM merge once a model backend is plu
 callable with the :data:`Consolidator` signature). Slots that are already occupied are left as
 they are, so rerunning a build after an interruption continues where it stopped.
 
-With a ``gate`` every payload passes the write gate (:mod:`genmem.memory.gate`) grounded in the
-records' provenance (their task, question or run) or, without any, in their own texts. A merged
-payload the gate refuses is logged as a rejection and the slot gets the records' concatenation
-instead (the records passed on their own); a single record it refuses leaves the slot empty.
+With a ``gate`` every record passes the write gate (:mod:`genmem.memory.gate`) on its own,
+grounded in its provenance (its task, question or run) or, without any, in its own text; a
+refused record is logged as a ``rejected`` event at its slot and left out. A model-written merge
+of the records that passed is checked too; if the gate refuses it, that is logged and the slot
+gets the records' concatenation instead (a join of records that passed is not checked again).
 """
 
 from __future__ import annotations
@@ -139,19 +140,28 @@ def build_bank(
         if bank.get(sid) is not None:
             skipped += 1
             continue
+        if gate is not None:  # each record on its own, grounded in its own provenance
+            verdicts = [WriteGate(tuple(record_sources([r])), gate).check(r.text) for r in recs]
+            for v in verdicts:
+                if v.action == "reject":
+                    rejected[str(v.reason)] = rejected.get(str(v.reason), 0) + 1
+                    bank.refuse(sid, "insert", v, actor=actor)
+            recs = [r for r, v in zip(recs, verdicts, strict=True) if v.action != "reject"]
+            if not recs:
+                continue
         payload = consolidate(sid, recs)
         meta = {"n_records": len(recs), "sources": [r.metadata for r in recs]}
-        check = None if gate is None else WriteGate(tuple(record_sources(recs)), gate)
+        joined = concat_consolidate(sid, recs)
+        # A join of records that passed is not checked again (repeated labels such as
+        # "Check:" across records are not junk); a merge the model wrote is.
+        merged = gate is not None and payload != joined
+        check = WriteGate(tuple(record_sources(recs)), gate) if merged else None  # type: ignore[arg-type]
         result = bank.insert(sid, payload, actor=actor, metadata=meta, gate=check)
-        if result.outcome == "rejected":
+        if result.outcome == "rejected":  # the merge failed, not the records: join them
             rejected[str(result.reason)] = rejected.get(str(result.reason), 0) + 1
-            joined = concat_consolidate(sid, recs)
-            if len(recs) > 1 and joined != payload:  # the merge failed, not the records
-                meta["merge_rejected"] = result.reason
-                result = bank.insert(sid, joined, actor=actor, metadata=meta, gate=check)
-                fallbacks += 1
-                if result.outcome == "rejected":
-                    rejected[str(result.reason)] = rejected.get(str(result.reason), 0) + 1
+            meta["merge_rejected"] = result.reason
+            result = bank.insert(sid, joined, actor=actor, metadata=meta)
+            fallbacks += 1
         inserted += result.outcome == "inserted"
     sizes = [len(r) for r in groups.values()]
     return BuildReport(

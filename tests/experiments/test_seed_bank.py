@@ -108,3 +108,26 @@ def test_default_model_distils_lessons(tmp_path: Path) -> None:
     assert len(texts) == 2
     assert all(t.startswith("Problem type: ") and "\nProcedure: " in t for t in texts)
     assert built.experiences == 2 and built.entries >= 1
+
+
+@pytest.mark.slow
+def test_a_procedure_bank_holds_no_problem_text(tmp_path: Path) -> None:
+    """Issue 21 part 4: entries a retrieval test cannot win by matching the query's own words."""
+    from genmem.experiments.retrieval_eval import RetrievalPair, query_payload_overlap
+    from genmem.experiments.seed_bank import procedure_experience, seed_pairs
+
+    cfg = SeedBankConfig(distill="procedure", size=6, fit_size=48, sizes=(8, 4))
+    built = build_seed_bank(cfg, root=tmp_path, progress=False)
+    bank = open_bank(built.url)
+    pairs = seed_pairs(bank)
+    assert len(pairs) == 6 and built.rejected == {}
+    for pair in pairs:
+        payload = bank.get(pair["reference_sid"]).payload
+        assert pair["query"] not in payload and "Procedure that solved it:" in payload
+    overlap = query_payload_overlap([RetrievalPair(**p) for p in pairs], bank)
+    assert overlap["verbatim"] == 0 and 0 < overlap["mean"] < 1
+    assert procedure_experience("Q?", "a = 1\n#### 1") == (
+        "Procedure that solved it:\n1. a = 1\n"
+        "Check: redo each calculation and make sure the result answers the question asked.\n"
+        "Result: 1"
+    )

@@ -62,3 +62,15 @@ def test_without_the_gate_everything_is_written(bank: Bank) -> None:
 def test_sources_are_provenance_first() -> None:
     assert record_sources([_rec(GOOD)]) == [QUESTION]
     assert record_sources([ExperienceRecord(text=GOOD)]) == [GOOD]
+
+
+def test_a_join_of_good_records_is_kept_though_their_labels_repeat(bank: Bank) -> None:
+    # Found building a procedure seed bank: two digests share the template line "Check: ...",
+    # which the field check read as "2 of 4 fields hold the same text" in their join.
+    check = "Check: redo each calculation and make sure the result answers the question asked."
+    first = f"Procedure that solved it:\n1. The baker sells 12 loaves at $3: 12 * 3 = 36.\n{check}"
+    second = f"Procedure that solved it:\n1. Each loaf brings 3 dollars: 10 * 3 = 30.\n{check}"
+    records = [_rec(f"{first}\nResult: 36"), _rec(f"{second}\nResult: 30")]
+    report = build_bank(bank, records, [S1, S1], progress=False)
+    assert report.inserted == 1 and report.rejected == {} and report.merge_fallbacks == 0
+    assert first in bank.get(S1).payload and second in bank.get(S1).payload
