@@ -168,7 +168,7 @@ def _eval(args: argparse.Namespace) -> int:
 def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> int:
     """Candidate Hit, Hit@1/5 and prefix hits of each addressing method on reference SIDs."""
     from genmem.cli.sid import sid_generator_for
-    from genmem.experiments.methods import cached_payload_encoder, quantizer_generator
+    from genmem.experiments.methods import cached_payload_encoder
     from genmem.experiments.plots import plot_prefix_hits
     from genmem.experiments.retrieval_eval import (
         baseline_ranker,
@@ -180,7 +180,7 @@ def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> 
     )
     from genmem.experiments.stats import DEFAULT_INTERVALS
     from genmem.memory.location import open_bank
-    from genmem.policies.addressing import is_aligned
+    from genmem.policies.addressing import bank_quantizer, is_aligned
     from genmem.policies.baselines import DenseRetriever, TfidfRetriever
     from genmem.policies.rerank import RerankConfig, Reranker
 
@@ -210,7 +210,7 @@ def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> 
             aligned = is_aligned(getattr(policy, "policy", None), bank)
             about = {"addresser": "generative", "aligned": aligned}
         elif method == "quantizer":
-            rank = sid_ranker(quantizer_generator(bank, args))
+            rank = sid_ranker(bank_quantizer(bank, args.allowed))
         elif method == "tfidf":
             rank = baseline_ranker(TfidfRetriever.from_bank(bank))
         else:

@@ -85,10 +85,9 @@ def _quantizer(args: argparse.Namespace, bank: Any) -> Any:
     """The quantizer on ``--codebook``, else on the bank's codebooks found by hash."""
     if args.codebook:
         return sid_generator_for("quantizer", bank, allowed=args.allowed, codebook=args.codebook)
-    from genmem.policies.addressing import bank_codebooks
-    from genmem.policies.quantizer import QuantizerAddresser
+    from genmem.policies.addressing import bank_quantizer
 
-    return QuantizerAddresser(bank_codebooks(bank), bank=bank, allowed=args.allowed)
+    return bank_quantizer(bank, args.allowed)
 
 
 def sid_generator_for(

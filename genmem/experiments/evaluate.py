@@ -40,6 +40,7 @@ from genmem.envs.base import Environment, Outcome, Task
 from genmem.envs.bundled import append_jsonl, jsonl_rows, replace_jsonl
 from genmem.experiments.methods import Method, check_methods, method_generator
 from genmem.experiments.pool import run_tasks, task_workers
+from genmem.experiments.runner import memory_op
 from genmem.experiments.stats import (
     DEFAULT_INTERVALS,
     IntervalSettings,
@@ -174,17 +175,6 @@ def _bank_for(method: Method, settings: EvalSettings, out: Path) -> str | None:
     if not target.exists():
         copy_bank_file(Path(loc.location), target)
     return f"sqlite:///{target}?bank={loc.bank_id}"
-
-
-def _memory_op(state: dict[str, Any]) -> str | None:
-    update, error = state.get("update"), state.get("evolve_error")
-    if update:
-        return str(update.get("outcome"))
-    if error:
-        if error.get("kind") == "gated":
-            return f"rejected (gate: {error.get('gate_reason')})"
-        return f"rejected ({error.get('kind')})"
-    return None
 
 
 def evaluate(
@@ -352,7 +342,7 @@ def _run_one(
         retrieved=list(state.get("retrieved") or []),
         support=state.get("support"),
         status=state.get("status"),
-        memory_op=_memory_op(state),
+        memory_op=memory_op(state.get("update"), state.get("evolve_error")),
         seconds=round(time.perf_counter() - started, 2),
     )
 

@@ -18,9 +18,8 @@ from genmem.graph._addressing import AddressingConfig, GeneratorFactory
 from genmem.memory.bank import Bank
 from genmem.memory.embedding_cache import CachedEncoder
 from genmem.memory.sid import SIDSpec
-from genmem.policies.addressing import bank_codebooks
+from genmem.policies.addressing import bank_quantizer
 from genmem.policies.prompts import retriever_user_message
-from genmem.policies.quantizer import QuantizerAddresser
 from genmem.policies.types import SIDCandidate
 
 __all__ = [
@@ -30,7 +29,6 @@ __all__ = [
     "cached_payload_encoder",
     "check_methods",
     "method_generator",
-    "quantizer_generator",
 ]
 
 Method = Literal["none", "tfidf", "dense", "quantizer", "sid"]
@@ -111,16 +109,9 @@ def method_generator(method: Method) -> GeneratorFactory | None:
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
     if method == "quantizer":
-        return quantizer_generator
+        return lambda bank, config: bank_quantizer(bank, config.allowed)
 
     def make(bank: Bank, config: AddressingConfig) -> PayloadAddresser:
         return PayloadAddresser(bank, method)  # type: ignore[arg-type]
 
     return make
-
-
-def quantizer_generator(bank: Bank, config: AddressingConfig) -> QuantizerAddresser:
-    """The quantizer on the bank's own codebooks (found by hash), under the run's ``allowed``."""
-    return QuantizerAddresser(
-        bank_codebooks(bank), bank=bank if config.allowed != "all" else None, allowed=config.allowed
-    )

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from genmem.experiments.stats import DEFAULT_INTERVALS, IntervalSettings, mean_interval
 
-__all__ = ["QueryRecord", "RunSummary", "load_queries", "run_stream", "summarize"]
+__all__ = ["QueryRecord", "RunSummary", "load_queries", "memory_op", "run_stream", "summarize"]
 
 
 class QueryRecord(BaseModel):
@@ -55,13 +55,18 @@ class QueryRecord(BaseModel):
 
     def memory_op(self) -> str:
         """The memory operation in a word: inserted / revised / ..., rejected, or none."""
-        if self.update:
-            return str(self.update.get("outcome"))
-        if self.evolve_error:
-            if self.evolve_error.get("kind") == "gated":
-                return f"rejected (gate: {self.evolve_error.get('gate_reason')})"
-            return f"rejected ({self.evolve_error.get('kind')})"
-        return "none"
+        return memory_op(self.update, self.evolve_error) or "none"
+
+
+def memory_op(update: dict[str, Any] | None, evolve_error: dict[str, Any] | None) -> str | None:
+    """What a run did to memory: the update's outcome, ``rejected (<why>)``, or None."""
+    if update:
+        return str(update.get("outcome"))
+    if evolve_error:
+        if evolve_error.get("kind") == "gated":
+            return f"rejected (gate: {evolve_error.get('gate_reason')})"
+        return f"rejected ({evolve_error.get('kind')})"
+    return None
 
 
 class RunSummary(BaseModel):

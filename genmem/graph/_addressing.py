@@ -20,10 +20,9 @@ from langchain_core.language_models import BaseChatModel
 
 from genmem.errors import CodebookError
 from genmem.memory.bank import Bank
-from genmem.policies.addressing import Addresser, bank_codebooks, check_addresser, resolve_addresser
+from genmem.policies.addressing import Addresser, bank_quantizer, check_addresser, resolve_addresser
 from genmem.policies.chat_local import ChatLocal
 from genmem.policies.local import LocalPolicy
-from genmem.policies.quantizer import QuantizerAddresser
 from genmem.policies.sid_decoding import SIDDecodingConfig, TransformersSIDGenerator
 from genmem.policies.types import AllowedMode, SIDGenerator
 
@@ -94,7 +93,7 @@ def choose_generator(
     if kind == "generative":
         return generative()
     try:
-        codebooks = bank_codebooks(bank)
+        return bank_quantizer(bank, config.allowed)
     except CodebookError as exc:
         if config.addresser == "quantizer" or policy is None:
             raise
@@ -104,9 +103,6 @@ def choose_generator(
             stacklevel=2,
         )
         return generative()
-    return QuantizerAddresser(
-        codebooks, bank=bank if config.allowed != "all" else None, allowed=config.allowed
-    )
 
 
 def default_generator(model: BaseChatModel, role: str) -> GeneratorFactory:

@@ -16,6 +16,7 @@ gets the records' concatenation instead (a join of records that passed is not ch
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -132,7 +133,7 @@ def build_bank(
         bank.sid(s)  # every SID must fit the bank before anything is written
     groups = group_by_sid(records, sids)
     inserted = skipped = fallbacks = 0
-    rejected: dict[str, int] = {}
+    rejected: Counter[str] = Counter()
     items: Iterable[tuple[SID, list[ExperienceRecord]]] = groups.items()
     if progress:
         items = tqdm(items, total=len(groups), desc="bank build", unit="slot")
@@ -144,7 +145,7 @@ def build_bank(
             verdicts = [WriteGate(tuple(record_sources([r])), gate).check(r.text) for r in recs]
             for v in verdicts:
                 if v.action == "reject":
-                    rejected[str(v.reason)] = rejected.get(str(v.reason), 0) + 1
+                    rejected[str(v.reason)] += 1
                     bank.refuse(sid, "insert", v, actor=actor)
             recs = [r for r, v in zip(recs, verdicts, strict=True) if v.action != "reject"]
             if not recs:
@@ -158,7 +159,7 @@ def build_bank(
         check = WriteGate(tuple(record_sources(recs)), gate) if merged else None  # type: ignore[arg-type]
         result = bank.insert(sid, payload, actor=actor, metadata=meta, gate=check)
         if result.outcome == "rejected":  # the merge failed, not the records: join them
-            rejected[str(result.reason)] = rejected.get(str(result.reason), 0) + 1
+            rejected[str(result.reason)] += 1
             meta["merge_rejected"] = result.reason
             result = bank.insert(sid, joined, actor=actor, metadata=meta)
             fallbacks += 1
@@ -172,7 +173,7 @@ def build_bank(
         skipped_occupied=skipped,
         merged_slots=sum(1 for n in sizes if n > 1),
         max_records_per_slot=max(sizes, default=0),
-        rejected=rejected,
+        rejected=dict(rejected),
         merge_fallbacks=fallbacks,
         seconds=time.perf_counter() - started,
     )

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from genmem.memory.bank import Bank
     from genmem.memory.rqkmeans import Codebooks
     from genmem.policies.local import LocalPolicy
+    from genmem.policies.quantizer import QuantizerAddresser
+    from genmem.policies.types import AllowedMode
 
 __all__ = [
     "ADDRESSERS",
@@ -28,6 +30,7 @@ __all__ = [
     "AddresserKind",
     "addresser_name",
     "bank_codebooks",
+    "bank_quantizer",
     "check_addresser",
     "is_aligned",
     "resolve_addresser",
@@ -71,6 +74,15 @@ def bank_codebooks(bank: Bank) -> Codebooks:
             "--addresser generative with an aligned policy"
         )
     return codebooks
+
+
+def bank_quantizer(bank: Bank, allowed: AllowedMode = "all") -> QuantizerAddresser:
+    """The quantizer on ``bank``'s own codebooks (found by hash), restricted by ``allowed``."""
+    from genmem.policies.quantizer import QuantizerAddresser
+
+    return QuantizerAddresser(
+        bank_codebooks(bank), bank=bank if allowed != "all" else None, allowed=allowed
+    )
 
 
 def resolve_addresser(choice: Addresser, policy: LocalPolicy | None, bank: Bank) -> AddresserKind:
