@@ -138,6 +138,17 @@ def nonnegative_int(value: str) -> int:
     return _int_at_least(value, 0)
 
 
+def positive_float(value: str) -> float:
+    """argparse type: a finite number > 0."""
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not (x > 0 and x != float("inf")):
+        raise argparse.ArgumentTypeError(f"{value!r} must be a finite number > 0")
+    return x
+
+
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)`` for each non-blank line; bad lines raise CLIError."""
     from genmem.envs.bundled import read_jsonl

@@ -12,6 +12,7 @@ from genmem.cli.common import (
     emit,
     fail,
     nonnegative_int,
+    positive_float,
     positive_int,
 )
 from genmem.cli.tasks import check_task_source, first_error
@@ -19,7 +20,8 @@ from genmem.cli.tasks import check_task_source, first_error
 __all__ = ["register"]
 
 _CONFIG_HELP = (
-    "cpu (tiny run on the embedded model, default), a100x8 (the paper's table: bf16, DeepSpeed "
+    "cpu (tiny run on the embedded model, default), cpu-lora (the same with LoRA adapters and "
+    "trainable SID rows: cheaper per example), a100x8 (the paper's table: bf16, DeepSpeed "
     "ZeRO-3, vLLM; launch with accelerate), or a JSON/YAML file of preset fields over 'base'"
 )
 
@@ -56,7 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     _common(a)
     a.add_argument(
         "--weights",
-        help="lambda per mapping, e.g. query_sid=2,sid_description=0.5 (default: all 1)",
+        help="lambda per mapping, e.g. query_sid=2,sid_description=0.5 (default: all 1), or "
+        "'addressing': the three text -> SID mappings only (query, trajectory, experience)",
     )
     a.add_argument("--eval-size", type=positive_int, default=32, help="queries scored (32)")
     a.add_argument(
@@ -74,6 +77,33 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="chat model (any backend spec) that writes the SID -> description targets "
         "(default: each record's problem type, else its first sentence)",
     )
+    a.add_argument(
+        "--curve-every",
+        type=nonnegative_int,
+        default=0,
+        metavar="N",
+        help="every N steps, score held-out and trained queries at top-5 and append to "
+        "curve.jsonl / curve.png (0: no curve)",
+    )
+    a.add_argument(
+        "--checkpoint-every",
+        type=nonnegative_int,
+        default=0,
+        metavar="N",
+        help="save a resumable checkpoint every N steps (0: only when pausing)",
+    )
+    a.add_argument(
+        "--pause-after",
+        type=positive_float,
+        metavar="SECONDS",
+        help="stop after this much training with a checkpoint and a usable policy; run the "
+        "same command with --resume to go on",
+    )
+    a.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out from its last checkpoint (same schedule and data)",
+    )
     a.set_defaults(func=_align)
     _register_mid(tsub)
     _register_grpo(tsub)
@@ -84,6 +114,8 @@ def _weights(text: str | None) -> dict[str, float] | None:
 
     if not text:
         return None
+    if text.strip() == "addressing":
+        return {"query_sid": 1.0, "trajectory_sid": 1.0, "experience_sid": 1.0}
     out: dict[str, float] = {}
     for part in text.split(","):
         name, sep, value = part.partition("=")
@@ -152,6 +184,7 @@ def _align(args: argparse.Namespace) -> int:
 
     from genmem.training.align import run_align
     from genmem.training.align_data import AlignDataConfig
+    from genmem.training.sft import Pieces
 
     weights = _weights(args.weights)
     if args.describer is not None:
@@ -166,27 +199,39 @@ def _align(args: argparse.Namespace) -> int:
         )
     except ValidationError as exc:
         raise CLIError(first_error(exc)) from None
+    out = Path(args.out)
+    if args.resume:
+        from genmem.training.sft import last_checkpoint
+
+        if last_checkpoint(out) is None:
+            raise CLIError(f"--resume: {out / 'trainer'} holds no checkpoint to continue from")
     report = run_align(
         bank,
-        Path(args.out),
+        out,
         preset=preset,
         model=args.model,
         max_steps=args.train_steps,
         data=data,
         max_eval=args.eval_size,
         describer=args.describer,
+        pieces=Pieces(args.checkpoint_every, args.pause_after, args.resume),
+        curve_every=args.curve_every,
         progress=not args.json,
     )
+    state = "" if report.complete else " (paused: --resume continues)"
     lines = [
         f"aligned {report.entries} entries ({report.examples} examples {report.counts}) for "
-        f"{report.steps} steps in {report.seconds:.0f} s ({report.steps_per_second:.3f} steps/s)",
+        f"{report.piece_steps} steps in {report.seconds:.0f} s ({report.steps_per_second:.3f} "
+        f"steps/s, {report.examples_per_second:.2f} examples/s, {report.adapter}); step "
+        f"{report.steps}{state}",
     ]
+    if "curve" in report.files:
+        lines.append(f"  learning curve: {report.files['curve_plot']}")
     for split, acc in report.after.items():
         lines.append(f"  {split}: before {report.before[split].line()}")
         lines.append(f"  {split}: after  {acc.line()}")
-    lines.append(
-        f"policy: {report.out} (use --model local:{report.out}); plot: {report.files['plot']}"
-    )
+    plot = f"; plot: {report.files['plot']}" if "plot" in report.files else ""
+    lines.append(f"policy: {report.out} (use --model local:{report.out}){plot}")
     emit(report.model_dump(mode="json"), as_json=args.json, text="\n".join(lines))
     return 0
 
@@ -269,6 +314,11 @@ def _grpo(args: argparse.Namespace) -> int:
     from genmem.training.grpo import run_grpo
 
     preset, env = _setup_with_tasks(args, "--planner-model", args.planner_model)
+    if preset.adapter != "full":
+        raise CLIError(
+            f"--config {args.config}: adapter {preset.adapter!r} is for the SFT stages (align, "
+            "mid); GRPO trains the full policy"
+        )
     roles = ("retriever", "evolver") if args.role == "joint" else (args.role,)
     report = run_grpo(
         args.bank,

@@ -6,6 +6,12 @@ builds the weighted mix of :mod:`genmem.training.align_data`, measures prefix ac
 top-1/5/50 on held-out and on trained queries, trains with TRL's ``SFTTrainer`` (loss on the
 completion only: the SID for forward mappings, the text for reverse ones; AdamW, cosine
 schedule), measures again and writes a policy directory that ``--model local:DIR`` loads.
+
+The preset says what trains (every weight, or LoRA adapters plus the SID rows, see
+:mod:`genmem.training.adapters`). A long run goes in pieces (:class:`~genmem.training.sft.Pieces`):
+each piece writes a checkpoint and a usable policy, ``resume`` continues the same schedule, and
+with ``curve_every`` a learning curve (:mod:`genmem.training.curve`) grows as it trains, starting
+from the untrained policy's point at step 0.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from genmem.policies.local import Alignment
+from genmem.training.adapters import merge_adapter
 from genmem.training.align_data import (
     AlignDataConfig,
     alignment_data,
@@ -25,8 +32,9 @@ from genmem.training.align_data import (
     model_describer,
 )
 from genmem.training.config import TrainPreset
+from genmem.training.curve import CurvePoint, append_point, curve_callback, split_point
 from genmem.training.policy_io import TrainingRun, load_trainable, write_policy
-from genmem.training.sft import logged_losses, sft_train
+from genmem.training.sft import Pieces, logged_losses, sft_train
 from genmem.training.sid_eval import PrefixAccuracy, prefix_accuracy
 
 __all__ = ["AlignReport", "run_align"]
@@ -43,15 +51,20 @@ class AlignReport(BaseModel):
     withheld: dict[str, int] = Field(
         default_factory=dict, description="Examples left out for carrying a held-out query."
     )
-    steps: int
-    seconds: float
+    adapter: str = Field(default="full", description="What trained: 'full' or 'lora'.")
+    steps: int = Field(description="Optimiser steps done, all pieces.")
+    piece_steps: int = Field(default=0, description="Steps this piece did.")
+    complete: bool = Field(default=True, description="False: paused; --resume continues.")
+    resumed_from: str | None = None
+    seconds: float = Field(description="Training seconds of this piece.")
     steps_per_second: float
+    examples_per_second: float = 0.0
     train_loss: float | None
     losses: list[float] = Field(description="Logged training loss, in step order.")
     loss_steps: list[int] = Field(default_factory=list, description="Step of each loss.")
     heldout: int = Field(description="Held-out query pairs scored.")
     before: dict[str, PrefixAccuracy] = Field(description="'heldout' / 'trained' -> accuracy.")
-    after: dict[str, PrefixAccuracy]
+    after: dict[str, PrefixAccuracy] = Field(description="Empty when the run paused.")
     files: dict[str, str]
 
 
@@ -96,9 +109,12 @@ def run_align(
     eval_ks: tuple[int, ...] = (1, 5, 50),
     max_eval: int = 32,
     describer: str | None = None,
+    pieces: Pieces | None = None,
+    curve_every: int = 0,
     progress: bool = True,
 ) -> AlignReport:
     """Train ``model`` (None: the embedded default) on ``bank``'s mappings; write it to ``out``."""
+    pieces = pieces or Pieces()
     run = TrainingRun.start(out, "align", preset)
     policy = load_trainable(model, bank)
     data_cfg = data or AlignDataConfig(seed=preset.seed)
@@ -107,14 +123,27 @@ def run_align(
         "".join(json.dumps(p) + "\n" for p in mix.heldout), encoding="utf-8"
     )
     eval_pairs = {"heldout": mix.heldout[:max_eval], "trained": mix.trained_queries[:max_eval]}
-    ks = sorted(set(eval_ks))
-    before = _score(policy, bank.spec, eval_pairs, ks, progress)
+    ks = sorted(set(eval_ks) | {1, 5})
+    before = _before(policy, bank.spec, eval_pairs, ks, out, pieces.resume, progress)
+    callbacks = []
+    if curve_every:
+        if not pieces.resume:
+            (out / "curve.jsonl").unlink(missing_ok=True)
+            start = {name: split_point(acc) for name, acc in before.items()}
+            zero = CurvePoint(step=0, seconds=0, loss=None, splits=start)
+            append_point(out / "curve.jsonl", zero)
+        callbacks.append(curve_callback(policy, bank.spec, eval_pairs, out, curve_every))
     pairs = [(x.prompt, x.completion) for x in mix.train]
-    trainer, seconds = sft_train(policy, pairs, preset, out, "align", max_steps, progress)
-    after = _score(policy, bank.spec, eval_pairs, ks, progress)
+    trainer, seconds = sft_train(
+        policy, pairs, preset, out, "align", max_steps, progress,
+        spec=bank.spec, pieces=pieces, callbacks=callbacks,
+    )  # fmt: skip
+    merge_adapter(policy)
+    after = {} if trainer.paused else _score(policy, bank.spec, eval_pairs, ks, progress)
     loss_steps, losses = logged_losses(trainer)
     steps = int(trainer.state.global_step)
-    held = after.get("heldout")
+    first = int(trainer.resumed_from.rsplit("-", 1)[-1]) if trainer.resumed_from else 0
+    held = (after or before).get("heldout")
     policy.info = policy.info.model_copy(
         update={
             "alignment": Alignment(
@@ -127,17 +156,24 @@ def run_align(
             )
         }
     )
-    files = write_policy(policy, out, run, notes={"stage": "align", "counts": mix.counts})
+    notes = {"stage": "align", "counts": mix.counts, "adapter": preset.adapter}
+    files = write_policy(policy, out, run, notes=notes)
+    done = steps - first
     report = AlignReport(
         out=str(out),
         preset=preset.name,
+        adapter=preset.adapter,
         entries=mix.entries,
         examples=len(mix.train),
         counts=mix.counts,
         withheld=mix.withheld,
         steps=steps,
+        piece_steps=done,
+        complete=not trainer.paused,
+        resumed_from=trainer.resumed_from,
         seconds=round(seconds, 2),
-        steps_per_second=round(steps / seconds, 4) if seconds > 0 else 0.0,
+        steps_per_second=round(done / seconds, 4) if seconds > 0 else 0.0,
+        examples_per_second=round(done * preset.global_batch / seconds, 4) if seconds else 0.0,
         train_loss=sum(losses) / len(losses) if losses else None,
         losses=losses,
         loss_steps=loss_steps,
@@ -146,9 +182,37 @@ def run_align(
         after=after,
         files=files,
     )
-    report.files.update(_plots(report, out))
-    run.finish(report.model_dump(mode="json"))
+    if after:
+        report.files.update(_plots(report, out))
+    if curve_every:
+        report.files["curve"] = str(out / "curve.jsonl")
+        report.files["curve_plot"] = str(out / "curve.png")
+    body = report.model_dump(mode="json")
+    if trainer.paused:
+        run.pause(body)
+    else:
+        run.finish(body)
     return report
+
+
+def _before(
+    policy: Any,
+    spec: Any,
+    pairs: dict[str, list[dict[str, str]]],
+    ks: list[int],
+    out: Path,
+    resume: bool,
+    progress: bool,
+) -> dict[str, PrefixAccuracy]:
+    """The untrained policy's accuracy: measured once, kept in ``before.json`` for later pieces."""
+    path = out / "before.json"
+    if resume and path.is_file():
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        return {name: PrefixAccuracy.model_validate(acc) for name, acc in saved.items()}
+    before = _score(policy, spec, pairs, ks, progress)
+    body = {name: acc.model_dump(mode="json") for name, acc in before.items()}
+    path.write_text(json.dumps(body) + "\n", encoding="utf-8")
+    return before
 
 
 def _plots(report: AlignReport, out: Path) -> dict[str, str]:

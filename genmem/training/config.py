@@ -71,6 +71,24 @@ class TrainPreset(BaseModel):
     max_length: int = Field(default=768, ge=32, description="SFT sequence cap (tokens).")
     logging_steps: int = Field(default=1, ge=1)
     seed: int = 0
+    # What SFT trains (genmem.training.adapters)
+    adapter: Literal["full", "lora"] = Field(
+        default="full",
+        description="'full' fine-tunes every weight; 'lora' trains LoRA adapters and the SID "
+        "token rows only, and merges them into the saved policy.",
+    )
+    lora_r: int = Field(default=16, ge=1)
+    lora_alpha: int = Field(default=32, ge=1)
+    lora_dropout: float = Field(default=0.0, ge=0, lt=1)
+    lora_target_modules: str | list[str] = Field(
+        default="all-linear", description="PEFT target_modules: 'all-linear' or module names."
+    )
+    sid_rows_lr_scale: float = Field(
+        default=4.0, gt=0, description="Learning rate of the new SID rows over the stage's (lora)."
+    )
+    train_sampling_strategy: Literal["random", "group_by_length"] = Field(
+        default="random", description="'group_by_length' batches similar lengths (less padding)."
+    )
     # GRPO (appendix D.2)
     num_generations: int = Field(default=2, ge=2, description="Group size G.")
     rollout_batch: int = Field(default=1, ge=1, description="Prompts per GRPO step.")
@@ -116,6 +134,16 @@ class TrainPreset(BaseModel):
 
 PRESETS: dict[str, TrainPreset] = {
     "cpu": TrainPreset(),
+    # The embedded model on a laptop, cheaper per example (bench/README.md, "train"): LoRA on
+    # every linear layer plus the SID rows, short sequences, batches of similar length.
+    "cpu-lora": TrainPreset(
+        name="cpu-lora",
+        adapter="lora",
+        align_learning_rate=5e-4,
+        mid_learning_rate=5e-4,
+        max_length=256,
+        train_sampling_strategy="group_by_length",
+    ),
     "a100x8": TrainPreset(
         name="a100x8",
         use_cpu=False,
@@ -204,7 +232,8 @@ def load_preset(spec: str = "cpu", **overrides: Any) -> TrainPreset:
     else:
         path = Path(spec)
         if not path.is_file():
-            raise ValueError(f"--config {spec!r}: use cpu, a100x8, or an existing JSON/YAML file")
+            names = ", ".join(PRESETS)
+            raise ValueError(f"--config {spec!r}: use {names}, or an existing JSON/YAML file")
         text = path.read_text(encoding="utf-8")
         if path.suffix in (".yaml", ".yml"):
             import yaml
@@ -252,6 +281,7 @@ def _common(preset: TrainPreset, out: Path, max_steps: int) -> dict[str, Any]:
         "logging_steps": preset.logging_steps,
         "seed": preset.seed,
         "save_strategy": "no",
+        "train_sampling_strategy": preset.train_sampling_strategy,
         "report_to": [],
         "disable_tqdm": False,
     }

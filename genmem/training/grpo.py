@@ -107,6 +107,11 @@ def run_grpo(
     from genmem.policies.backends import capped_chat_model
     from genmem.policies.local import save_policy
 
+    if preset.adapter != "full":
+        raise ValueError(
+            f"preset {preset.name!r} trains {preset.adapter} adapters; GRPO trains the full "
+            "policy (adapters are for the SFT stages align and mid)"
+        )
     run = TrainingRun.start(out, "grpo", preset)
     work_url = working_copy(bank_url, out)
     bank = open_bank(work_url)

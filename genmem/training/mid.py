@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 from genmem.envs.base import Environment, Task
 from genmem.policies.prompts import NO_MEMORY_ANSWER, evolver_user_message, retriever_user_message
 from genmem.policies.sid_decoding import ADDRESS_PROMPT, address_prompt
+from genmem.training.adapters import merge_adapter
 from genmem.training.config import TrainPreset
 from genmem.training.dynamics import plot_loss
 from genmem.training.graph_runs import planner_graph, scratch_bank, solve
@@ -205,8 +206,12 @@ def run_mid(
             f"{traces_path}. Use more tasks, a stronger --teacher, or --keep valid"
         )
     pairs = [(x.prompt, x.completion) for x in examples]
-    trainer, seconds = sft_train(policy, pairs, preset, out, "mid", max_steps, progress)
-    files = write_policy(policy, out, run, notes={"stage": "mid", "role": role, "keep": keep})
+    trainer, seconds = sft_train(
+        policy, pairs, preset, out, "mid", max_steps, progress, spec=collector.bank.spec
+    )
+    merge_adapter(policy)
+    notes = {"stage": "mid", "role": role, "keep": keep, "adapter": preset.adapter}
+    files = write_policy(policy, out, run, notes=notes)
     files["traces"] = str(traces_path)
     loss_steps, losses = logged_losses(trainer)
     files["plot"] = plot_loss(

@@ -80,6 +80,10 @@ class TrainingRun:
         """Record the run as done and write ``report.json``."""
         self._write("done", report)
 
+    def pause(self, report: dict[str, Any]) -> None:
+        """Record the run as paused with a checkpoint (``--resume`` continues it)."""
+        self._write("paused", report)
+
     def fail(self, report: dict[str, Any], error: str) -> None:
         """Record the run as stopped by ``error`` and write what it measured to ``report.json``."""
         self._write("failed", report, error)

@@ -1,17 +1,66 @@
-"""One SFT run on prompt/completion pairs with TRL, shared by stages 1 and 2."""
+"""One SFT run on prompt/completion pairs with TRL, shared by stages 1 and 2.
+
+A run can be cut into pieces: ``checkpoint_every`` saves a Trainer checkpoint (model or
+adapters, optimiser, scheduler, data position, RNG) every N steps into ``out/trainer``;
+``pause_after`` seconds stops at the next step boundary with a checkpoint; ``resume`` picks the
+run up from its last checkpoint with the same schedule, as if it had never stopped.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from genmem.training.adapters import attach_adapter, optimizer_for
 from genmem.training.config import Stage, TrainPreset, sft_args
 
-__all__ = ["logged_losses", "sft_train"]
+__all__ = ["Pieces", "last_checkpoint", "logged_losses", "sft_train"]
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """How a run is checkpointed, paused and resumed."""
+
+    checkpoint_every: int = 0
+    """Save a checkpoint every N steps (0: only when pausing)."""
+    pause_after: float | None = None
+    """Stop with a checkpoint once this many seconds of training have passed."""
+    resume: bool = False
+    """Continue from the last checkpoint in ``out/trainer`` (an error when there is none)."""
+
+
+def last_checkpoint(out: Path) -> str | None:
+    """The newest Trainer checkpoint of the run in ``out`` (None when there is none)."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    folder = out / "trainer"
+    return get_last_checkpoint(str(folder)) if folder.is_dir() else None
+
+
+def _pause_callback(seconds: float) -> Any:
+    from transformers import TrainerCallback
+
+    class Pause(TrainerCallback):
+        """Stops training (with a checkpoint) once ``seconds`` of training have passed."""
+
+        def __init__(self) -> None:
+            self.started = time.perf_counter()
+            self.paused = False
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            late = time.perf_counter() - self.started >= seconds
+            if late and state.global_step < state.max_steps:
+                control.should_training_stop = True
+                control.should_save = True
+                self.paused = True
+            return control
+
+    return Pause()
 
 
 def sft_train(
@@ -22,20 +71,49 @@ def sft_train(
     stage: Stage,
     max_steps: int | None,
     progress: bool,
+    *,
+    spec: Any = None,
+    pieces: Pieces | None = None,
+    callbacks: Sequence[Any] = (),
 ) -> tuple[Any, float]:
-    """Train ``policy`` in place (loss on the completion only); the trainer and seconds taken."""
+    """Train ``policy`` in place (loss on the completion only); the trainer and seconds taken.
+
+    With ``preset.adapter == "lora"`` the policy's model is wrapped in adapters (``spec`` names
+    the SID rows that train); the caller merges them (:func:`merge_adapter`) before saving.
+    ``trainer.paused`` says whether ``pieces.pause_after`` stopped the run early.
+    """
     from datasets import Dataset
     from trl import SFTTrainer
 
+    pieces = pieces or Pieces()
+    resume_from = last_checkpoint(out) if pieces.resume else None
+    if pieces.resume and resume_from is None:
+        raise ValueError(f"nothing to resume: {out / 'trainer'} holds no checkpoint")
+    if preset.adapter != "full":
+        if spec is None:
+            raise ValueError("adapter training needs the SID spec of the rows it trains")
+        attach_adapter(policy, spec, preset)
     dataset = Dataset.from_list([{"prompt": p, "completion": c} for p, c in pairs])
     args = sft_args(preset, out / "trainer", stage, max_steps)
     args.disable_tqdm = not progress
+    if pieces.checkpoint_every or pieces.pause_after is not None:
+        args.save_strategy = "steps"
+        args.save_steps = pieces.checkpoint_every or 10**9
+        args.save_total_limit = 1
+    pause = _pause_callback(pieces.pause_after) if pieces.pause_after is not None else None
     trainer = SFTTrainer(
-        model=policy.model, args=args, train_dataset=dataset, processing_class=policy.tokenizer
+        model=policy.model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=policy.tokenizer,
+        optimizers=(optimizer_for(policy.model, preset, args.learning_rate), None),
+        callbacks=[*callbacks, *([pause] if pause else [])],
     )
     started = time.perf_counter()
     with contextlib.redirect_stdout(sys.stderr):  # the Trainer prints its logs; keep --json clean
-        trainer.train()
+        trainer.train(resume_from_checkpoint=resume_from)
+    trainer.paused = bool(pause and pause.paused)
+    trainer.resumed_from = resume_from
     return trainer, time.perf_counter() - started
 
 

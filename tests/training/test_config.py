@@ -72,6 +72,8 @@ def test_preset_file_overrides_its_base(tmp_path) -> None:
         ("num_generations: 3\nrollout_batch: 1\nnum_processes: 2\n", "split evenly"),
         ("learning_rat: 1\n", "Extra inputs"),
         ("- 1\n", "mapping"),
+        ("adapter: qlora\n", "'full' or 'lora'"),
+        ("train_sampling_strategy: sorted\n", "'random' or 'group_by_length'"),
     ],
 )
 def test_bad_preset_files_are_refused(tmp_path, body, message) -> None:
@@ -81,8 +83,19 @@ def test_bad_preset_files_are_refused(tmp_path, body, message) -> None:
         load_preset(str(f))
 
 
+def test_cpu_lora_preset_trains_adapters_on_short_grouped_batches(tmp_path) -> None:
+    preset = load_preset("cpu-lora")
+    assert preset.adapter == "lora" and preset.use_cpu and preset.max_length == 256
+    kwargs = sft_kwargs(preset, tmp_path, "align", None)
+    assert kwargs["train_sampling_strategy"] == "group_by_length"
+    assert kwargs["learning_rate"] == preset.align_learning_rate
+    assert sft_kwargs(load_preset("cpu"), tmp_path, "align", None)["train_sampling_strategy"] == (
+        "random"
+    )
+
+
 def test_unknown_preset_name() -> None:
-    with pytest.raises(ValueError, match="use cpu, a100x8"):
+    with pytest.raises(ValueError, match="use cpu, cpu-lora, a100x8"):
         load_preset("h100x64")
 
 

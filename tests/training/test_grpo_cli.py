@@ -30,7 +30,7 @@ PROBE = "model.layers.0.self_attn.q_proj.weight"
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--config", "nope"], "use cpu, a100x8"),
+        (["--config", "nope"], "use cpu, cpu-lora, a100x8"),
         (["--dataset", "gsm8k", "--split", "train"], "is now spelled --bench gsm8k-train"),
         (["--bench", "gsm8k-dev"], "invalid choice"),
         (["--data", "/no/tasks.jsonl"], "does not exist"),
@@ -39,6 +39,7 @@ PROBE = "model.layers.0.self_attn.q_proj.weight"
         (["--completion", "all"], "invalid choice"),
         (["--max-failures", "-1"], "must be >= 0"),
         (["--max-steps", "2"], "are --train-steps (the planner's steps are --max-planner-steps)"),
+        (["--config", "cpu-lora", "--bench", "gsm8k-train"], "GRPO trains the full policy"),
     ],
 )
 def test_bad_input_exits_2(seed_bank_url, tmp_path, capsys, extra, message) -> None:

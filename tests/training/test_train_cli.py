@@ -16,7 +16,7 @@ from tests.training._weights import assert_trained
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--config", "h100x64"], "use cpu, a100x8"),
+        (["--config", "h100x64"], "use cpu, cpu-lora, a100x8"),
         (["--model", "/no/such/policy"], "policy directory"),
         (["--weights", "query_sid=two"], "not a number"),
         (["--weights", "querysid=1"], "NAME=VALUE"),
@@ -24,13 +24,20 @@ from tests.training._weights import assert_trained
         (["--describer", "vllm:http://x"], "has no '#'"),
         (["--weights", "query_sid=0,trajectory_sid=0,experience_sid=0,sid_experience=0,"
           "sid_description=0"], "at least one"),
+        (["--resume"], "holds no checkpoint"),
+        (["--pause-after", "0"], "must be a finite number > 0"),
+        (["--pause-after", "soon"], "is not a number"),
+        (["--curve-every", "-1"], "must be >= 0"),
     ],
 )  # fmt: skip
 def test_bad_input_exits_2_and_writes_nothing(
     seed_bank_url, tmp_path, capsys, extra, message
 ) -> None:
     out = tmp_path / "out"
-    code = main(["train", "align", "--bank", seed_bank_url, "--out", str(out), *extra])
+    try:
+        code = main(["train", "align", "--bank", seed_bank_url, "--out", str(out), *extra])
+    except SystemExit as exc:  # argparse's own refusals
+        code = exc.code
     assert code == 2
     assert message in capsys.readouterr().err
     assert not out.exists()
@@ -93,3 +100,79 @@ def test_align_two_steps_then_the_policy_loads_and_generates_sids(
     ])  # fmt: skip
     assert code == 0  # the embedded policy was never aligned: auto quantises
     assert {c["addresser"] for c in json.loads(capsys.readouterr().out)} == {"quantizer"}
+
+
+@pytest.mark.slow
+def test_lora_alignment_trains_only_adapters_and_sid_rows_and_merges_them(seed_bank_url) -> None:
+    import torch
+
+    from genmem.policies.sid_tokens import sid_token_ids
+    from genmem.training.adapters import attach_adapter, merge_adapter, optimizer_for
+    from genmem.training.config import load_preset
+    from genmem.training.policy_io import load_trainable
+
+    bank = open_bank(seed_bank_url)
+    preset = load_preset("cpu-lora")
+    policy = load_trainable(None, bank)
+    start = {k: v.detach().clone() for k, v in policy.model.state_dict().items()}
+    attach_adapter(policy, bank.spec, preset)
+    trainable = [n for n, p in policy.model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n or "trainable_tokens_delta" in n for n in trainable)
+    optimizer = optimizer_for(policy.model, preset, 1e-3)
+    assert [g["lr"] for g in optimizer.param_groups] == [1e-3, 1e-3 * preset.sid_rows_lr_scale]
+    rows = [i for level in sid_token_ids(policy.tokenizer, bank.spec) for i in level]
+    sid = "".join(bank.spec.token(level, 0) for level in range(1, bank.spec.levels + 1))
+    batch = policy.tokenizer([f"Task: add two numbers. Address: {sid}"] * 2, return_tensors="pt")
+    for _ in range(2):  # two steps: LoRA's B matrices start at zero and move on the first
+        loss = policy.model(**batch, labels=batch["input_ids"]).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    merge_adapter(policy)
+    merged = policy.model.state_dict()
+    assert merged.keys() == start.keys()  # a plain model again, saved like any other
+    emb = next(k for k in merged if k.endswith("embed_tokens.weight"))
+    others = torch.ones(merged[emb].shape[0], dtype=torch.bool)
+    others[rows] = False
+    assert torch.equal(merged[emb][others], start[emb][others])  # the old vocabulary is frozen
+    assert not torch.equal(merged[emb][rows], start[emb][rows])  # the SID rows trained
+    q = next(k for k in merged if k.endswith("layers.0.self_attn.q_proj.weight"))
+    assert not torch.equal(merged[q], start[q])  # the adapters were merged into the weights
+
+
+@pytest.mark.slow
+def test_alignment_pauses_resumes_and_ends_as_an_uninterrupted_run(
+    seed_bank_url, tmp_path, capsys
+) -> None:
+    preset = tmp_path / "tiny-lora.yaml"
+    preset.write_text("base: cpu-lora\nper_device_train_batch_size: 2\nmax_length: 192\n")
+    common = [
+        "train", "align", "--bank", seed_bank_url, "--config", str(preset), "--train-steps", "3",
+        "--eval-size", "2", "--max-context-tokens", "96", "--max-target-chars", "200",
+        "--weights", "addressing", "--curve-every", "1", "--json",
+    ]  # fmt: skip
+
+    def align(out, *extra: str) -> dict:
+        assert main([*common, "--out", str(out), *extra]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    whole = align(tmp_path / "whole")
+    assert whole["complete"] and whole["steps"] == 3 and whole["adapter"] == "lora"
+    assert set(whole["counts"]) >= {"query_sid"} and whole["counts"]["sid_experience"] == 0
+
+    out = tmp_path / "pieces"
+    first = align(out, "--pause-after", "0.001")  # stops after its first step
+    assert not first["complete"] and first["steps"] == 1 and first["after"] == {}
+    assert json.loads((out / "run.json").read_text())["status"] == "paused"
+    assert (out / "model.safetensors").is_file()  # a usable policy after every piece
+    second = align(out, "--resume")
+    assert second["complete"] and second["steps"] == 3 and second["piece_steps"] == 2
+    assert second["resumed_from"].endswith("checkpoint-1")
+    # The resumed run trains on the same batches with the same schedule: the same losses.
+    assert second["loss_steps"] == whole["loss_steps"] == [1, 2, 3]
+    assert second["losses"] == pytest.approx(whole["losses"], rel=1e-2)  # float32 reloads
+    curve = [json.loads(x) for x in (out / "curve.jsonl").read_text().splitlines()]
+    assert [p["step"] for p in curve] == [0, 1, 2, 3]  # step 0: the untrained policy
+    assert all(0 <= p["splits"]["heldout"]["hit_at_5"] <= 1 for p in curve)
+    assert (out / "curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert second["before"] == whole["before"]  # measured once, kept for later pieces
