@@ -174,6 +174,7 @@ def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> 
         baseline_ranker,
         evaluate_retrieval,
         load_pairs,
+        paired_hits,
         query_payload_overlap,
         reranker_fn,
         sid_ranker,
@@ -202,6 +203,7 @@ def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> 
     k = args.candidates or 50
     rerank = None if args.no_rerank else reranker_fn(Reranker(bank, RerankConfig()))
     reports = {}
+    scored = {}
     for method in methods:
         about: dict[str, Any] = {"addresser": method}
         if method == "sid":
@@ -219,6 +221,7 @@ def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> 
         report = evaluate_retrieval(
             pairs, rank, k, rerank=rerank, spec=bank.spec, progress=not args.json
         )
+        scored[method] = report
         rates = report.model_dump(exclude={"per_query"})
         intervals = report.intervals(DEFAULT_INTERVALS).model_dump(exclude={"settings"})
         reports[method] = {
@@ -233,6 +236,16 @@ def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> 
     result = {"pairs": str(pairs_path), "n": len(pairs), "k": k, "bank": args.bank}
     result["query_payload_overlap"] = query_payload_overlap(pairs, bank)
     result |= {"reranked": rerank is not None, "methods": reports}
+    # Every two methods, paired by query: "a - b" for a listed before b.
+    names = list(scored)
+    result["paired"] = {
+        f"{a} - {b}": {
+            rate: diff.model_dump(mode="json")
+            for rate, diff in paired_hits(scored[a], scored[b], DEFAULT_INTERVALS).items()
+        }
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+    }
     result["intervals"] = DEFAULT_INTERVALS.model_dump()
     (out / "retrieval.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     plot_prefix_hits(reports, bank.spec.levels, out / "retrieval.png")
@@ -260,6 +273,16 @@ def _retrieval_table(result: dict[str, Any]) -> str:
         lines.append(
             f"| {method} | " + " | ".join(cells) + f" | {prefix} | {row['seconds_per_query']} |"
         )
+    if result.get("paired"):
+        lines += ["", "| paired by query | cand. hit | hit@1 | hit@5 | hit@5 wins / losses |"]
+        lines.append("|---|---|---|---|---|")
+        for name, diffs in result["paired"].items():
+            cells = [
+                f"{100 * d['diff']:+.1f} [{100 * d['ci'][0]:+.1f}, {100 * d['ci'][1]:+.1f}]"
+                for d in (diffs[r] for r in ("candidate_hit", "hit_at_1", "hit_at_5"))
+            ]
+            h5 = diffs["hit_at_5"]
+            lines.append(f"| {name} | " + " | ".join(cells) + f" | {h5['wins']} / {h5['losses']} |")
     settings = describe(IntervalSettings.model_validate(result["intervals"]))
     overlap = result["query_payload_overlap"]
     text = (

@@ -35,7 +35,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_fie
 from tqdm.auto import tqdm
 
 from genmem.errors import InvalidSID
-from genmem.experiments.stats import DEFAULT_INTERVALS, IntervalSettings, bootstrap_interval
+from genmem.experiments.stats import (
+    DEFAULT_INTERVALS,
+    IntervalSettings,
+    PairedDiff,
+    bootstrap_interval,
+    paired_difference,
+)
 from genmem.memory.sid import DEFAULT_SPEC, SIDSpec
 from genmem.policies.baselines import DEFAULT_K
 from genmem.policies.rerank import HitReport, retrieval_hits
@@ -45,6 +51,7 @@ if TYPE_CHECKING:
     from genmem.policies.rerank import Reranker
 
 __all__ = [
+    "PAIRED_RATES",
     "PayloadRetriever",
     "Ranker",
     "RerankFunc",
@@ -54,6 +61,7 @@ __all__ = [
     "baseline_ranker",
     "evaluate_retrieval",
     "load_pairs",
+    "paired_hits",
     "query_payload_overlap",
     "reranker_fn",
     "sid_ranker",
@@ -217,6 +225,28 @@ class RetrievalReport(BaseModel):
             f"n={self.n} k={self.k} candidate_hit={self.candidate_hit:.1%} "
             f"hit@1={self.hit_at_1:.1%} hit@5={self.hit_at_5:.1%} prefix@1: {levels}"
         )
+
+
+PAIRED_RATES = ("candidate_hit", "hit_at_1", "hit_at_5")
+"""The rates :func:`paired_hits` compares query by query."""
+
+
+def paired_hits(
+    method: RetrievalReport,
+    baseline: RetrievalReport,
+    settings: IntervalSettings = DEFAULT_INTERVALS,
+) -> dict[str, PairedDiff]:
+    """``method - baseline`` per rate, paired by query (both scored on the same pairs, in order)."""
+    if method.n != baseline.n:
+        raise ValueError(f"cannot pair reports over {method.n} and {baseline.n} queries")
+    out = {}
+    for rate in PAIRED_RATES:
+        a = {i: float(getattr(r, rate)) for i, r in enumerate(method.per_query)}
+        b = {i: float(getattr(r, rate)) for i, r in enumerate(baseline.per_query)}
+        diff = paired_difference(a, b, settings)
+        assert diff is not None  # a report holds at least one query
+        out[rate] = diff
+    return out
 
 
 # -- input ---------------------------------------------------------------------------------------

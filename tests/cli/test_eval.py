@@ -130,8 +130,20 @@ def test_retrieval_only_scores_the_baselines_on_seed_pairs(
         prefix = rates["prefix_at_1"]
         assert len(prefix) == DEFAULT_SPEC.levels and prefix == sorted(prefix, reverse=True)
         assert prefix[-1] == rates["hit_at_1"]
+    # Every two methods, paired by query, each rate with its interval and tally.
+    assert list(result["paired"]) == ["tfidf - dense", "tfidf - quantizer", "dense - quantizer"]
+    for diffs in result["paired"].values():
+        for rate in ("candidate_hit", "hit_at_1", "hit_at_5"):
+            d = diffs[rate]
+            assert d["ci"][0] <= d["diff"] <= d["ci"][1] and d["n"] == 20
+            assert d["wins"] + d["losses"] + d["ties"] == 20
+    a, b = result["methods"]["tfidf"]["rates"], result["methods"]["dense"]["rates"]
+    assert result["paired"]["tfidf - dense"]["hit_at_1"]["diff"] == pytest.approx(
+        a["hit_at_1"] - b["hit_at_1"]
+    )
     written = json.loads((out / "retrieval.json").read_text())
     assert written["methods"].keys() == {"tfidf", "dense", "quantizer"}
+    assert written["paired"] == result["paired"]
     assert (out / "retrieval.png").read_bytes()[:4] == b"\x89PNG"
 
 

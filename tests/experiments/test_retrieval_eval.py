@@ -17,6 +17,7 @@ from genmem.experiments.retrieval_eval import (
     baseline_ranker,
     evaluate_retrieval,
     load_pairs,
+    paired_hits,
     reranker_fn,
     sid_ranker,
 )
@@ -106,6 +107,23 @@ def test_every_rate_gets_a_bootstrap_interval_over_queries() -> None:
     ]:
         assert 0.0 <= lo <= rate <= hi <= 1.0
     assert ci.settings.seed == 5 and rep.intervals() == rep.intervals()  # seeded
+
+
+def test_paired_hits_compare_two_methods_query_by_query() -> None:
+    perfect = evaluate_retrieval(
+        PAIRS, table_ranker({q: [r] for q, r in REFS.items()}), 6, spec=SPEC
+    )
+    rep = evaluate_retrieval(PAIRS, table_ranker(RANKED), k=6, spec=SPEC)
+    diffs = paired_hits(rep, perfect, IntervalSettings(seed=5))
+    assert set(diffs) == {"candidate_hit", "hit_at_1", "hit_at_5"}
+    # Hand-computed per query (q0..q3): hit@1 0,1,0,0 against 1,1,1,1.
+    h1 = diffs["hit_at_1"]
+    assert (h1.diff, h1.wins, h1.losses, h1.ties, h1.n) == (-0.75, 0, 3, 1, 4)
+    assert h1.ci == bootstrap_interval([-1, 0, -1, -1], IntervalSettings(seed=5))
+    assert diffs["candidate_hit"].diff == -0.25 and diffs["hit_at_5"].diff == -0.5
+    assert paired_hits(rep, rep)["hit_at_5"].diff == 0.0
+    with pytest.raises(ValueError, match="cannot pair"):
+        paired_hits(rep, evaluate_retrieval(PAIRS[:2], table_ranker(RANKED), k=6, spec=SPEC))
 
 
 def test_report_agrees_with_aggregate_hits() -> None:
