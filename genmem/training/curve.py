@@ -102,15 +102,10 @@ def plot_curve(points: Sequence[CurvePoint], path: Path) -> str:
         if not pts:
             continue
         steps = [p.step for p in pts]
-        for key, label, pick in (
-            ("hit_at_5", "Hit@5 (exact SID)", lambda s: s["hit_at_5"]),
-            ("l1", "level 1 @5", lambda s: s["prefix_at_5"][0]),
-        ):
-            values = [pick(p.splits[split]) for p in pts]
-            if key == "hit_at_5":
-                cis = [p.splits[split]["prefix_at_5_ci"][-1] for p in pts]
-            else:
-                cis = [p.splits[split]["prefix_at_5_ci"][0] for p in pts]
+        # Hit@5 is the prefix rate at the last level; level 1 is the first.
+        for depth, label in ((-1, "Hit@5 (exact SID)"), (0, "level 1 @5")):
+            values = [p.splits[split]["prefix_at_5"][depth] for p in pts]
+            cis = [p.splits[split]["prefix_at_5_ci"][depth] for p in pts]
             err = [[v - lo for v, (lo, _) in zip(values, cis, strict=True)],
                    [hi - v for v, (_, hi) in zip(values, cis, strict=True)]]  # fmt: skip
             ax.errorbar(steps, values, yerr=err, linestyle=style, marker=".", capsize=2,
