@@ -116,6 +116,10 @@ class EvalRecord(BaseModel):
     )
     retrieved: list[dict[str, Any]] = Field(default_factory=list)
     support: str | None = None
+    support_source: str | None = Field(
+        default=None,
+        description="rewrite, entry (the rewrite was refused by the gate's checks) or none.",
+    )
     status: str | None = None
     memory_op: str | None = None
     seconds: float = 0.0
@@ -341,6 +345,7 @@ def _run_one(
         addresser=state.get("addresser"),
         retrieved=list(state.get("retrieved") or []),
         support=state.get("support"),
+        support_source=state.get("support_source"),
         status=state.get("status"),
         memory_op=memory_op(state.get("update"), state.get("evolve_error")),
         seconds=round(time.perf_counter() - started, 2),

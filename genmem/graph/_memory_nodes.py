@@ -28,6 +28,8 @@ def retrieval_update(out: dict[str, Any]) -> dict[str, Any]:
         "sid": out.get("sid"),
         "addresser": out.get("addresser"),
         "hits": [h.get("sid") for h in hits],
+        "support_source": out.get("support_source"),
+        "support_refused": out.get("support_refused"),
     }
     return {
         "sid": out.get("sid"),
@@ -36,5 +38,6 @@ def retrieval_update(out: dict[str, Any]) -> dict[str, Any]:
         "ranked": list(out.get("ranked", [])),
         "retrieved": hits,
         "support": out.get("support"),
+        "support_source": out.get("support_source"),
         "events": [event],
     }

@@ -96,6 +96,8 @@ class MemoryAgentState(MemoryAgentInput, total=False):
     ranked: list[str]
     retrieved: list[dict[str, Any]]
     support: str | None
+    support_source: str | None
+    """``rewrite`` (the retriever's text), ``entry`` (its rewrite was refused) or ``none``."""
     trajectory: dict[str, Any] | None
     """What the agent did this run, as a ``Trajectory.model_dump()`` (MemEvolver's input)."""
     update: dict[str, Any] | None
@@ -254,7 +256,15 @@ def add_memory(
             if not query.strip():
                 raise ValueError("the last human message has no text to address memory with")
         fresh = dict.fromkeys(
-            ("sid", "addresser", "support", "trajectory", "update", "evolve_error")
+            (
+                "sid",
+                "addresser",
+                "support",
+                "support_source",
+                "trajectory",
+                "update",
+                "evolve_error",
+            )
         )
         return {
             **fresh,

@@ -86,6 +86,9 @@ class GenMemOutput(TypedDict, total=False):
     """The same SIDs after reranking (the proposal order without a reranker)."""
     retrieved: list[dict[str, Any]]
     support: str | None
+    support_source: str | None
+    """``rewrite`` (MemRetriever's text), ``entry`` (its rewrite was refused, the first entry
+    read instead) or ``none`` (nothing retrieved)."""
     answer: str | None
     status: str
     trajectory: dict[str, Any]
@@ -163,6 +166,7 @@ def build_genmem_graph(
                 "sid",
                 "addresser",
                 "support",
+                "support_source",
                 "answer",
                 "score",
                 "update_sid",

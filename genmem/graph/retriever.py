@@ -10,7 +10,10 @@
   context (``bank_url``, ``bank_id``, ``memory_k``) or the graph's store;
 - ``rewrite`` has the retriever's chat model turn what came back into short, task-adaptive
   support (the text between ``<answer>`` tags); with nothing retrieved it answers the fixed
-  no-memory sentence without calling the model.
+  no-memory sentence without calling the model. The rewrite passes the write gate's checks
+  (grounded in the task and the entries read) before the planner sees it; a rewrite the gate
+  refuses (an echo of the tool's markup, a number, a loop) is replaced by the entry the lookup
+  returned first, and ``support_source`` says which the planner got.
 
 The SID decision is not preceded by free-text thinking: the constrained decoder reads the task
 directly, which is what makes the address valid by construction.
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
@@ -31,6 +34,7 @@ from langgraph.runtime import Runtime
 
 from genmem.graph._addressing import BankGenerators, GeneratorFactory
 from genmem.graph._runtime import bank_from_runtime
+from genmem.memory.gate import check_payload
 from genmem.policies.addressing import Addresser, addresser_name, check_addresser
 from genmem.policies.backends import load_chat_model
 from genmem.policies.prompts import NO_MEMORY_ANSWER, retriever_prompt, retriever_user_message
@@ -42,10 +46,13 @@ __all__ = [
     "MemoryContext",
     "RetrieverConfig",
     "RetrieverState",
+    "SupportSource",
     "build_retriever_graph",
     "extract_answer",
     "graph",
 ]
+
+SupportSource = Literal["rewrite", "entry", "none"]
 
 _ANSWER = re.compile(r"<answer>\s*(.*?)\s*(?:</answer>|$)", re.DOTALL)
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
@@ -64,6 +71,11 @@ class RetrieverState(TypedDict, total=False):
     support: str
     addresser: str
     """What chose the SID: ``generative``, ``quantizer`` (or a caller's generator's name)."""
+    support_source: SupportSource
+    """Where ``support`` came from: the model's ``rewrite``, the first retrieved ``entry`` (the
+    rewrite was refused, see ``support_refused``) or ``none`` (nothing retrieved)."""
+    support_refused: str | None
+    """The gate's reason for refusing the rewrite (``markup``, ``symbols``, ...), else None."""
 
 
 class MemoryContext(TypedDict, total=False):
@@ -105,6 +117,20 @@ def extract_answer(text: str) -> str:
     if match:
         return match.group(1).strip()
     return _THINK.sub("", text).strip()
+
+
+def checked_support(rewrite: str, query: str, retrieved: list[dict[str, Any]]) -> dict[str, Any]:
+    """The support the planner gets: the rewrite if the gate passes it, else the first entry."""
+    payloads = [str(h.get("payload") or "") for h in retrieved]
+    verdict = check_payload(rewrite, sources=[query, *payloads])
+    if verdict.passed:
+        return {"support": rewrite, "support_source": "rewrite", "support_refused": None}
+    entry = payloads[0].strip() if payloads else ""
+    return {
+        "support": entry or NO_MEMORY_ANSWER,
+        "support_source": "entry" if entry else "none",
+        "support_refused": verdict.reason,
+    }
 
 
 def build_retriever_graph(
@@ -155,10 +181,12 @@ def build_retriever_graph(
                 data = result.model_dump() if hasattr(result, "model_dump") else result
                 retrieved += list(data.get("hits", []))
         if not retrieved:
-            return {"retrieved": [], "support": NO_MEMORY_ANSWER}
+            return {"retrieved": [], "support": NO_MEMORY_ANSWER, "support_source": "none"}
         reply = chat.invoke(state["messages"])
-        support = extract_answer(str(reply.content)) or NO_MEMORY_ANSWER
-        return {"messages": [reply], "retrieved": retrieved, "support": support}
+        update = {"messages": [reply], "retrieved": retrieved}
+        return update | checked_support(
+            extract_answer(str(reply.content)), state.get("query") or "", retrieved
+        )
 
     def route(state: RetrieverState) -> str:
         return "lookup" if state.get("sid") else "rewrite"

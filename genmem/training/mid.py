@@ -115,6 +115,8 @@ class _Collector:
             bool(state.get("sid"))
             and bool(state.get("retrieved"))
             and (support.strip() not in ("", NO_MEMORY_ANSWER))
+            # a rewrite the gate refused is not a target to learn from
+            and state.get("support_source") == "rewrite"
         )
         correct = self.solve(task, support)[0] if valid else False
         return {

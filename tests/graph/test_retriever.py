@@ -9,6 +9,7 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, ToolMessage
 
 from genmem.graph.retriever import RetrieverConfig, build_retriever_graph, extract_answer
+from genmem.memory.gate import check_payload
 from genmem.memory.location import open_bank
 from genmem.memory.sid import DEFAULT_SPEC, SID
 from genmem.memory.sqlite_store import SQLiteBankStore
@@ -64,6 +65,7 @@ def test_one_sid_one_real_tool_call_then_rewrite(bank_url) -> None:
     out = _run(build_retriever_graph(chat, sid_generator=gen), bank_url)
     assert out["sid"] == str(A)
     assert out["support"] == "Find the unit price."
+    assert out["support_source"] == "rewrite" and out["support_refused"] is None
     assert [h["sid"] for h in out["retrieved"]] == [str(A)]
     assert "amount per unit" in out["retrieved"][0]["payload"]
     calls = [m for m in out["messages"] if isinstance(m, AIMessage) and m.tool_calls]
@@ -71,6 +73,24 @@ def test_one_sid_one_real_tool_call_then_rewrite(bank_url) -> None:
     tool = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert len(tool) == 1 and "<retrieved_memory" in tool[0].content
     assert gen.calls and "Pens cost" in gen.calls[0]
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        # what the default model wrote in a real eval run: the tool's markup echoed back
+        ("<tool_response>\n1. She gets 1000/25=40 sections\n2. She gives away", "markup"),
+        ("<answer>1234567890</answer>", "empty"),
+        ("<answer>1. 2. 3. 4. 5. 6. 7. 8. 9. 10. 11. 12.</answer>", "symbols"),
+        ("<answer>Bake the sourdough loaf overnight before slicing.</answer>", "ungrounded"),
+    ],
+)
+def test_a_refused_rewrite_gives_the_planner_the_entry(bank_url, reply, reason) -> None:
+    chat = FakeListChatModel(responses=[reply])
+    out = _run(build_retriever_graph(chat, sid_generator=FixedGenerator([A])), bank_url)
+    assert out["support"] == out["retrieved"][0]["payload"]
+    assert out["support_source"] == "entry" and out["support_refused"] == reason
+    assert any(m.content == reply for m in out["messages"] if isinstance(m, AIMessage))
 
 
 def test_nothing_retrieved_gives_the_fixed_answer_without_the_model(tmp_path) -> None:
@@ -82,6 +102,7 @@ def test_nothing_retrieved_gives_the_fixed_answer_without_the_model(tmp_path) ->
     out = _run(build_retriever_graph(chat, sid_generator=FixedGenerator([FAR])), url)
     assert out["sid"] == str(FAR)
     assert out["retrieved"] == [] and out["support"] == NO_MEMORY_ANSWER
+    assert out["support_source"] == "none"
 
 
 def test_rerank_picks_the_candidate_with_a_payload(bank_url) -> None:
@@ -114,6 +135,10 @@ def test_real_default_model_end_to_end(bank_url) -> None:
     assert out["sid"] in {str(s) for s in bank.occupied()}
     assert out["retrieved"] and out["retrieved"][0]["sid"] == out["sid"]
     assert isinstance(out["support"], str) and out["support"].strip()
+    # whatever the small model rewrote, the planner gets gated text: its rewrite or the entry
+    assert out["support_source"] in ("rewrite", "entry")
+    sources = [out["query"], *(h["payload"] for h in out["retrieved"])]
+    assert check_payload(out["support"], sources=sources).passed
 
 
 def test_langgraph_json_serves_mem_retriever() -> None:
