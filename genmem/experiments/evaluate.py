@@ -19,8 +19,9 @@ as a failure, score 0 and every metric 0, and the error count is reported beside
 holds for the baseline: an errored ``none`` run is a failed one, so the memory run on that task
 is compared with a score of 0. Each mean comes with a seeded percentile bootstrap interval over
 tasks (``metrics_ci``), and each memory method with its paired difference against ``none``
-(method minus none, pairs by task id, with wins / losses / ties; ``paired``). The interval
-settings are written beside them (``intervals``).
+(method minus none, pairs by task id, with wins / losses / ties; ``paired``) and against every
+memory method listed before it (``versus``: sid minus tfidf, say). The interval settings are
+written beside them (``intervals``).
 """
 
 from __future__ import annotations
@@ -145,6 +146,10 @@ class MethodSummary(BaseModel):
     paired: dict[str, PairedDiff] = Field(
         default_factory=dict,
         description="Per metric and success_rate: this method minus none on the tasks both ran.",
+    )
+    versus: dict[str, dict[str, PairedDiff]] = Field(
+        default_factory=dict,
+        description="Per earlier memory method, then per metric: this method minus that one.",
     )
 
 
@@ -413,16 +418,14 @@ def _summaries(
         if contrast:
             columns["contrastive"] = contrast
         ci = {k: est.ci for k, v in columns.items() if (est := mean_interval(v, intervals))}
+        keys = [*names, "success_rate"]
         paired = {}
         if method != "none" and "none" in per_task:
-            for k in [*names, "success_rate"]:
-                pair = paired_difference(
-                    {t: v[k] for t, v in values.items()},
-                    {t: v[k] for t, v in per_task["none"].items()},
-                    intervals,
-                )
-                if pair is not None:
-                    paired[k] = pair
+            paired = _paired(values, per_task["none"], keys, intervals)
+        earlier = [m for m in methods[: methods.index(method)] if m != "none" and m in per_task]
+        versus = {}
+        if method != "none":
+            versus = {m: _paired(values, per_task[m], keys, intervals) for m in earlier}
         out.append(
             MethodSummary(
                 bench=env.name,
@@ -436,9 +439,36 @@ def _summaries(
                 errors=sum(r.error is not None for r in rows),
                 metrics_ci=ci,
                 paired=paired,
+                versus={m: pairs for m, pairs in versus.items() if pairs},
             )
         )
     return out
+
+
+def _paired(
+    values: dict[str, dict[str, float]],
+    other: dict[str, dict[str, float]],
+    keys: list[str],
+    intervals: IntervalSettings,
+) -> dict[str, PairedDiff]:
+    """Per key: ``values`` minus ``other`` on the tasks both ran (keys without a pair left out)."""
+    out = {}
+    for k in keys:
+        pair = paired_difference(
+            {t: v[k] for t, v in values.items()}, {t: v[k] for t, v in other.items()}, intervals
+        )
+        if pair is not None:
+            out[k] = pair
+    return out
+
+
+def _pair_row(name: str, key: str, p: PairedDiff) -> str:
+    """One Markdown row of a paired difference (percentage points)."""
+    from genmem.experiments.stats import format_interval
+
+    diff = format_interval(p.diff, p.ci, signed=True)
+    label = "success" if key == "success_rate" else key
+    return f"| {name} | {label} | {diff} | {p.wins} | {p.losses} | {p.ties} | {p.n} |"
 
 
 def summary_markdown(report: EvalReport, metric_names: tuple[str, ...] = ()) -> str:
@@ -473,12 +503,22 @@ def summary_markdown(report: EvalReport, metric_names: tuple[str, ...] = ()) -> 
             "| method | metric | difference | wins | losses | ties | pairs |",
             "|---|---|---|---|---|---|---|",
         ]
-        for method, key, p in paired:
-            diff = format_interval(p.diff, p.ci, signed=True)
-            label = "success" if key == "success_rate" else key
-            lines.append(
-                f"| {method} | {label} | {diff} | {p.wins} | {p.losses} | {p.ties} | {p.n} |"
-            )
+        lines += [_pair_row(method, key, p) for method, key, p in paired]
+    versus = [
+        (f"{s.method} - {other}", k, p)
+        for s in report.summaries
+        for other, pairs in s.versus.items()
+        for k, p in pairs.items()
+    ]
+    if versus:
+        lines += [
+            "",
+            "Memory methods paired with each other (the first minus the second, same tasks):",
+            "",
+            "| methods | metric | difference | wins | losses | ties | pairs |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        lines += [_pair_row(name, key, p) for name, key, p in versus]
     settings = json.dumps(report.settings.model_dump(), sort_keys=True)
     lines += [
         "",

@@ -77,6 +77,7 @@ def test_every_method_runs_through_the_graph_and_is_summarised(tmp_path) -> None
     assert table == summary_markdown(report, env.metric_names)
     assert "| sid | 2 | 50.0 [0.0, 100.0] | 50.0 [0.0, 100.0] |" in table
     assert "| sid | accuracy | +0.0 [+0.0, +0.0] | 0 | 0 | 2 | 2 |" in table
+    assert "| sid - tfidf | success | +0.0 [+0.0, +0.0] | 0 | 0 | 2 | 2 |" in table
     saved = json.loads((out / "summary.json").read_text())
     assert saved["bench"] == "gsm8k"
     assert saved["intervals"] == {
@@ -223,6 +224,35 @@ def test_errored_runs_count_as_failures_in_every_headline_number() -> None:
     assert (acc.wins, acc.losses, acc.ties, acc.n) == (2, 1, 0, 3)
     assert acc.diff == pytest.approx(1 / 3) and acc.ci[0] <= acc.diff <= acc.ci[1]
     assert sid.paired["success_rate"].diff == pytest.approx(1 / 3)
+
+
+def test_memory_methods_are_paired_with_each_other_on_shared_tasks() -> None:
+    records = [
+        _record("none", "t1", 0.0),
+        _record("tfidf", "t1", 1.0),
+        _record("tfidf", "t2", 0.0),
+        _record("tfidf", "t3", None),  # errored: a failure in the pair too
+        _record("sid", "t1", 0.0),
+        _record("sid", "t2", 1.0),
+        _record("sid", "t3", 1.0),
+        _record("sid", "t4", 1.0),  # tfidf never ran it: left out
+    ]
+    env = GSM8KEnvironment(calculator=False)
+    none, tfidf, sid = _summaries(env, records, ["none", "tfidf", "sid"], DEFAULT_INTERVALS)
+    assert none.versus == {} and tfidf.versus == {}  # each pair once: the later minus the earlier
+    acc = sid.versus["tfidf"]["accuracy"]
+    assert (acc.wins, acc.losses, acc.ties, acc.n) == (2, 1, 0, 3)
+    assert acc.diff == pytest.approx(1 / 3)
+    assert sid.paired["accuracy"].n == 1  # against none: only t1 is shared
+    from genmem.experiments.evaluate import EvalReport
+
+    report = EvalReport(
+        bench="gsm8k",
+        settings=_settings("sqlite:///b.db"),
+        summaries=[none, tfidf, sid],
+        records="r",
+    )
+    assert "| sid - tfidf | accuracy | +33.3 [" in summary_markdown(report, env.metric_names)
 
 
 def test_a_method_with_only_errors_scores_zero() -> None:
