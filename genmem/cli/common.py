@@ -40,10 +40,13 @@ def emit(obj: Any, *, as_json: bool, text: str | None = None) -> None:
         print(text if text is not None else json.dumps(obj, indent=2, ensure_ascii=False))
 
 
-def add_budget_arguments(p: argparse.ArgumentParser) -> None:
+def add_budget_arguments(p: argparse.ArgumentParser, *, max_steps: int = 3) -> None:
     """``--max-steps``, ``--max-new-tokens`` and ``--allowed``: the budgets of a graph run."""
     p.add_argument(
-        "--max-steps", type=positive_int, default=3, help="coordinator steps per task (default 3)"
+        "--max-steps",
+        type=positive_int,
+        default=max_steps,
+        help=f"coordinator steps per task (default {max_steps})",
     )
     p.add_argument(
         "--max-new-tokens", type=positive_int, help="reply cap of every model call (default 256)"

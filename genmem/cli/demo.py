@@ -37,25 +37,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--distill",
         choices=("model", "reference", "procedure"),
-        default="model",
-        help="who writes the seed experiences: the default model (default) or, for speed, a "
-        "deterministic digest of each reference solution, with its problem (reference) or "
-        "without it (procedure)",
+        default="procedure",
+        help="who writes the seed experiences: the procedure of each reference solution without "
+        "its problem text (procedure, default), the same with the problem (reference), or the "
+        "default model, one lesson per problem (model: slower, and most of its lessons are junk "
+        "the write gate refuses)",
     )
     p.add_argument(
         "--seed-size",
         type=positive_int,
-        help="training problems in the seed bank (default 12 with --distill model, 2000 with "
-        "--distill reference)",
+        help="training problems in the seed bank (default 300; 12 with --distill model)",
     )
     p.add_argument(
         "--fit-size",
         type=positive_int,
-        default=1000,
-        help="reference digests the codebooks are fitted on (default 1000, at least 48)",
+        default=300,
+        help="training problems whose digests the codebooks are fitted on (default 300, at "
+        "least 48)",
     )
     p.add_argument("--out", default="genmem-demo", help="output folder (default genmem-demo/)")
-    add_loop_arguments(p)
+    # a coordinator step to delegate and one to answer: the third step of `genmem run`'s
+    # budget bought the small default model only a repeat of the same delegation (bench/README)
+    add_loop_arguments(p, max_steps=2)
     p.add_argument("--json", action="store_true", help="print one JSON summary object")
     p.set_defaults(func=_demo)
 
@@ -74,7 +77,7 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> dict[str, An
     from genmem.experiments.seed_bank import SeedBankConfig, build_seed_bank, copy_bank_file
     from genmem.memory.location import open_bank
 
-    size = args.seed_size or (12 if args.distill == "model" else 2000)
+    size = args.seed_size or (12 if args.distill == "model" else 300)
     timings: dict[str, float] = {}
     t = time.perf_counter()
     seed = build_seed_bank(

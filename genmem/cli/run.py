@@ -65,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
-def add_loop_arguments(p: argparse.ArgumentParser) -> None:
+def add_loop_arguments(p: argparse.ArgumentParser, *, max_steps: int = 3) -> None:
     """Options shared by ``run`` and ``demo``: mode, model, budgets, addressing, scoring."""
     p.add_argument(
         "--mode",
@@ -74,7 +74,7 @@ def add_loop_arguments(p: argparse.ArgumentParser) -> None:
         help="evolve (default): write updates; read_only: never write; no_memory: baseline",
     )
     p.add_argument("--model", default="local", help="model spec for every role (default local)")
-    add_budget_arguments(p)
+    add_budget_arguments(p, max_steps=max_steps)
     p.add_argument("--beam", type=positive_int, default=1, help="SID candidates (1 = greedy)")
     add_addresser_argument(p)
     add_sid_model_argument(p)

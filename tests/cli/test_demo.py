@@ -15,12 +15,16 @@ pytestmark = pytest.mark.slow
 
 def test_demo_closed_loop_on_two_gsm8k_problems(tmp_path, capsys) -> None:
     out = tmp_path / "demo"
-    args = ["demo", "--out", str(out), "--distill", "reference", "--seed-size", "300"]
-    args += ["--fit-size", "300"]
-    args += ["--max-new-tokens", "64"]
+    # the default seed bank (300 reference procedures without their problem text)
+    args = ["demo", "--out", str(out), "--max-new-tokens", "64"]
     assert main([*args, "--problems", "2", "--max-steps", "1", "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
+    assert s["seed"]["entries"] == 300 and "/procedure-300-" in s["seed"]["dir"]
     records = s["records"]
+    # the planner got gated support: the retriever's rewrite or, refused, the entry it read
+    retrievals = [e for r in records for e in r["events"] if e["node"] == "mem_retriever"]
+    assert len(retrievals) == 2
+    assert all(e["support_source"] in ("rewrite", "entry") for e in retrievals)
     assert len(records) == 2 and all(r["error"] is None for r in records)
     assert all(r["answer"] for r in records)
     for r in records:
