@@ -476,6 +476,8 @@ def summary_markdown(report: EvalReport, metric_names: tuple[str, ...] = ()) -> 
     from genmem.experiments.stats import describe, format_interval
 
     names = list(metric_names) or sorted({k for s in report.summaries for k in s.metrics})
+    # a game's only metric is its success, already the success column
+    names = [k for k in names if k != "success"]
     subtasks = sorted({k for s in report.summaries for k in s.per_subtask})
     head = ["method", "n", *names, "success", *subtasks, "contrastive", "s/task", "errors"]
     lines = [f"## {report.bench}", "", "| " + " | ".join(head) + " |"]
@@ -494,7 +496,9 @@ def summary_markdown(report: EvalReport, metric_names: tuple[str, ...] = ()) -> 
         )
         cells += [f"{s.mean_seconds:.1f}", str(s.errors)]
         lines.append("| " + " | ".join(cells) + " |")
-    paired = [(s.method, k, p) for s in report.summaries for k, p in s.paired.items()]
+    paired = [
+        (s.method, k, p) for s in report.summaries for k, p in s.paired.items() if k != "success"
+    ]
     if paired:
         lines += [
             "",
@@ -509,6 +513,7 @@ def summary_markdown(report: EvalReport, metric_names: tuple[str, ...] = ()) -> 
         for s in report.summaries
         for other, pairs in s.versus.items()
         for k, p in pairs.items()
+        if k != "success"
     ]
     if versus:
         lines += [

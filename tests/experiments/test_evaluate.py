@@ -253,6 +253,9 @@ def test_memory_methods_are_paired_with_each_other_on_shared_tasks() -> None:
         records="r",
     )
     assert "| sid - tfidf | accuracy | +33.3 [" in summary_markdown(report, env.metric_names)
+    # a game's one metric is its success: one column, not two
+    game = summary_markdown(report, ("success",))
+    assert "| method | n | success | contrastive | s/task | errors |" in game
 
 
 def test_a_method_with_only_errors_scores_zero() -> None:
