@@ -121,6 +121,9 @@ class EvalRecord(BaseModel):
         default=None,
         description="rewrite, entry (the rewrite was refused by the gate's checks) or none.",
     )
+    support_refused: str | None = Field(
+        default=None, description="Why the gate's checks refused the rewrite (markup, ...)."
+    )
     status: str | None = None
     memory_op: str | None = None
     seconds: float = 0.0
@@ -351,6 +354,7 @@ def _run_one(
         retrieved=list(state.get("retrieved") or []),
         support=state.get("support"),
         support_source=state.get("support_source"),
+        support_refused=state.get("support_refused"),
         status=state.get("status"),
         memory_op=memory_op(state.get("update"), state.get("evolve_error")),
         seconds=round(time.perf_counter() - started, 2),

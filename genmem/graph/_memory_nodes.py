@@ -39,5 +39,6 @@ def retrieval_update(out: dict[str, Any]) -> dict[str, Any]:
         "retrieved": hits,
         "support": out.get("support"),
         "support_source": out.get("support_source"),
+        "support_refused": out.get("support_refused"),
         "events": [event],
     }

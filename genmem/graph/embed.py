@@ -98,6 +98,8 @@ class MemoryAgentState(MemoryAgentInput, total=False):
     support: str | None
     support_source: str | None
     """``rewrite`` (the retriever's text), ``entry`` (its rewrite was refused) or ``none``."""
+    support_refused: str | None
+    """Why the write gate's checks refused the retriever's rewrite, when they did."""
     trajectory: dict[str, Any] | None
     """What the agent did this run, as a ``Trajectory.model_dump()`` (MemEvolver's input)."""
     update: dict[str, Any] | None
@@ -261,6 +263,7 @@ def add_memory(
                 "addresser",
                 "support",
                 "support_source",
+                "support_refused",
                 "trajectory",
                 "update",
                 "evolve_error",

@@ -89,6 +89,8 @@ class GenMemOutput(TypedDict, total=False):
     support_source: str | None
     """``rewrite`` (MemRetriever's text), ``entry`` (its rewrite was refused, the first entry
     read instead) or ``none`` (nothing retrieved)."""
+    support_refused: str | None
+    """Why the write gate's checks refused MemRetriever's rewrite, when they did."""
     answer: str | None
     status: str
     trajectory: dict[str, Any]
@@ -167,6 +169,7 @@ def build_genmem_graph(
                 "addresser",
                 "support",
                 "support_source",
+                "support_refused",
                 "answer",
                 "score",
                 "update_sid",

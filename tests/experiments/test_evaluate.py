@@ -67,6 +67,10 @@ def test_every_method_runs_through_the_graph_and_is_summarised(tmp_path) -> None
     assert all(r["sid"] is None and r["contrastive"] is None for r in none)
     assert all(r["sid"] == str(A) and r["retrieved"] for r in [tfidf[0], *sid])
     assert tfidf[1]["sid"] is None  # TF-IDF: the entry shares no term with the second problem
+    # the fake's rewrite passes the gate's checks, so the planner got it, not the raw entry
+    assert [r["support_source"] for r in sid] == ["rewrite", "rewrite"]
+    assert tfidf[1]["support_source"] == "none" and none[0]["support_source"] is None
+    assert all(r["support_refused"] is None for r in records)
     assert all(r["memory_op"] is None for r in records)  # read_only: nothing written
     assert len(gen.calls) == 2  # only the sid method decodes SIDs
 
