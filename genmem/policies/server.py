@@ -142,9 +142,10 @@ def _check_installed() -> None:
 
 def start_server(config: ServeConfig, log: Path | None = None) -> RunningServer:
     """Start the server and wait until it answers (ModelUnavailable with its log tail if not)."""
-    directory = policy_directory(config.model)
     _check_installed()
+    # a busy port fails at once, before a first use spends seconds converting the default model
     _check_port(config.host, config.port)
+    directory = policy_directory(config.model)
     # The server lists models by scanning the hub cache, which must exist; an empty private one
     # keeps it from reading (or writing) the user's. Nothing is downloaded: the model is a folder.
     cache = Path(tempfile.mkdtemp(prefix="genmem-serve-"))

@@ -19,7 +19,10 @@ def test_demo_closed_loop_on_two_gsm8k_problems(tmp_path, capsys) -> None:
     args = ["demo", "--out", str(out), "--max-new-tokens", "64"]
     assert main([*args, "--problems", "2", "--max-steps", "1", "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
-    assert s["seed"]["entries"] == 300 and "/procedure-300-" in s["seed"]["dir"]
+    seed = s["seed"]
+    assert seed["experiences"] == 300 and "/procedure-300-" in seed["dir"]
+    # procedures quantised to one SID share its entry (299 or 300 on the dev machines)
+    assert 290 <= seed["entries"] <= 300 and not seed["rejected"]
     records = s["records"]
     # the planner got gated support: the retriever's rewrite or, refused, the entry it read
     retrievals = [e for r in records for e in r["events"] if e["node"] == "mem_retriever"]
