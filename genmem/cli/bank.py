@@ -44,6 +44,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--json", action="store_true", help="print one JSON object")
     b.set_defaults(func=_build)
 
+    sd = bsub.add_parser(
+        "seed",
+        help="build (or reuse) a GSM8K seed bank and write its retrieval pairs",
+        description=(
+            "Turns the first --size bundled GSM8K training problems into experiences, fits "
+            "codebooks on --fit-size of the same kind of text, quantises and stores them "
+            "through the write gate (cached under $GENMEM_CACHE/seed/). --pairs writes one "
+            '{"query", "reference_sid"} line per training problem, the input of train align '
+            "and eval --pairs."
+        ),
+    )
+    sd.add_argument(
+        "--distill",
+        choices=("reference", "procedure", "abstract", "model"),
+        default="procedure",
+        help="reference: the problem and its reference procedure; procedure (default): the "
+        "procedure without the problem text; abstract: the procedure with names and numbers "
+        "as placeholders (A, n1); model: one lesson per problem by --model",
+    )
+    sd.add_argument("--size", type=positive_int, default=300, help="training problems (300)")
+    sd.add_argument(
+        "--fit-size", type=positive_int, help="problems the codebooks are fitted on (--size)"
+    )
+    sd.add_argument("--model", default="local", help="model spec for --distill model (local)")
+    sd.add_argument("--pairs", help="write the retrieval pairs (JSONL) here")
+    sd.add_argument("--json", action="store_true", help="print one JSON object")
+    sd.set_defaults(func=_seed)
+
     lk = bsub.add_parser("lookup", help="read entries by SID (exact, else nearest by prefix)")
     lk.add_argument("--bank", required=True, help=_URL_HELP)
     lk.add_argument("--sid", action="append", required=True, help="SID to read (repeatable)")
@@ -171,6 +199,32 @@ def _build(args: argparse.Namespace) -> int:
             f"{report.seconds:.1f} s"
         ),
     )
+    return 0
+
+
+def _seed(args: argparse.Namespace) -> int:
+    from genmem.experiments.retrieval_eval import RetrievalPair, query_payload_overlap
+    from genmem.experiments.seed_bank import SeedBankConfig, build_seed_bank, seed_pairs
+    from genmem.memory.location import open_bank
+
+    fit = max(48, args.fit_size or args.size)
+    cfg = SeedBankConfig(distill=args.distill, size=args.size, fit_size=fit, model=args.model)
+    seed = build_seed_bank(cfg, progress=not args.json)
+    bank = open_bank(seed.url)
+    pairs = seed_pairs(bank)
+    overlap = query_payload_overlap([RetrievalPair(**p) for p in pairs], bank)
+    if args.pairs:
+        path = Path(args.pairs)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(p) + "\n" for p in pairs), encoding="utf-8")
+    info = seed.model_dump(mode="json") | {"pairs": len(pairs), "overlap": overlap}
+    text = (
+        f"{seed.url}\n{seed.entries} entries from {seed.experiences} problems "
+        f"({args.distill}; {'cached' if seed.reused else 'built'}); "
+        f"{gate_summary(seed.rejected)}; {len(pairs)} pairs, query-payload word overlap "
+        f"{overlap['mean']:.0%} ({overlap['verbatim']} verbatim)"
+    )
+    emit(info, as_json=args.json, text=text)
     return 0
 
 

@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--problems", type=positive_int, default=3, help="GSM8K test problems (3)")
     p.add_argument(
         "--distill",
-        choices=("model", "reference", "procedure"),
+        choices=("model", "reference", "procedure", "abstract"),
         default="procedure",
         help="who writes the seed experiences: the procedure of each reference solution without "
         "its problem text (procedure, default), the same with the problem (reference), or the "

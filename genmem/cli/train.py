@@ -104,6 +104,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="continue the run in --out from its last checkpoint (same schedule and data)",
     )
+    a.add_argument(
+        "--finish",
+        action="store_true",
+        help="train no further: merge the last checkpoint in --out as it is (a paused run, or "
+        "a checkpoint another machine wrote) into the policy, then score it",
+    )
     a.set_defaults(func=_align)
     _register_mid(tsub)
     _register_grpo(tsub)
@@ -200,11 +206,14 @@ def _align(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         raise CLIError(first_error(exc)) from None
     out = Path(args.out)
-    if args.resume:
+    if args.resume and args.finish:
+        raise CLIError("--resume trains on, --finish trains no further: give one of them")
+    if args.resume or args.finish:
         from genmem.training.sft import last_checkpoint
 
+        flag = "--resume" if args.resume else "--finish"
         if last_checkpoint(out) is None:
-            raise CLIError(f"--resume: {out / 'trainer'} holds no checkpoint to continue from")
+            raise CLIError(f"{flag}: {out / 'trainer'} holds no checkpoint to start from")
     report = run_align(
         bank,
         out,
@@ -214,11 +223,14 @@ def _align(args: argparse.Namespace) -> int:
         data=data,
         max_eval=args.eval_size,
         describer=args.describer,
-        pieces=Pieces(args.checkpoint_every, args.pause_after, args.resume),
+        pieces=Pieces(args.checkpoint_every, args.pause_after, args.resume, args.finish),
         curve_every=args.curve_every,
         progress=not args.json,
     )
     state = "" if report.complete else " (paused: --resume continues)"
+    if args.finish:
+        part = "" if report.complete else ", part-way through its schedule"
+        state = f" (its last checkpoint, merged without training{part})"
     lines = [
         f"aligned {report.entries} entries ({report.examples} examples {report.counts}) for "
         f"{report.piece_steps} steps in {report.seconds:.0f} s ({report.steps_per_second:.3f} "

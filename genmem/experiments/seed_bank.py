@@ -28,6 +28,7 @@ __all__ = [
     "SeedBank",
     "SeedBankConfig",
     "SeedLesson",
+    "abstract_experience",
     "build_seed_bank",
     "copy_bank_file",
     "fit_experience_codebooks",
@@ -37,12 +38,17 @@ __all__ = [
     "seed_pairs",
 ]
 
-DistillMode = Literal["model", "reference", "procedure"]
+DistillMode = Literal["model", "reference", "procedure", "abstract"]
 """Who writes the seed experiences: the default model, a digest of the reference solution with
-its problem, or the same procedure without the problem text (so a retrieval test is not won by
-matching the query's words against its own copy in the payload)."""
+its problem, the same procedure without the problem text (so a retrieval test is not won by
+matching the query's words against its own copy in the payload), or that procedure with its
+names and numbers replaced by placeholders (so it shares with its problem only the kind of
+things counted and the operations)."""
 
 _CALC = re.compile(r"<<[^>]*>>")
+_NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+_CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")
+_NOT_NAMES = frozenset({"yesterday", "today", "tomorrow", "tonight", "last", "next", "each"})
 
 
 class SeedBankConfig(BaseModel):
@@ -108,6 +114,47 @@ def procedure_experience(question: str, answer: str) -> str:
     """The reference solution's procedure, check and result, without the problem text."""
     body = reference_experience(question, answer)
     return body.split("\n", 1)[1]  # everything after the "Problem: ..." line
+
+
+def abstract_experience(question: str, answer: str) -> str:
+    """The reference procedure and check with its names and numbers as placeholders (A, n1).
+
+    A name is a capitalised word of the problem that never occurs in lower case and is no
+    common function word; names become ``A``, ``B``, ... and numbers ``n1``, ``n2``, ... in
+    order of first use (the same value, the same placeholder). The result line goes: it would
+    read ``Result: n7``.
+    """
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    text = procedure_experience(question, answer).rsplit("\nResult:", 1)[0]
+    lower = set(re.findall(r"\b[a-z]+\b", f"{question}\n{answer}"))
+    names = {
+        w
+        for w in _CAPITALISED.findall(question)
+        if w.lower() not in lower
+        and w.lower() not in ENGLISH_STOP_WORDS
+        and w.lower() not in _NOT_NAMES
+    }
+    labels: dict[str, str] = {}
+
+    def name(m: re.Match[str]) -> str:
+        word = m.group(0)
+        if word not in names:
+            return word
+        return labels.setdefault(word, chr(ord("A") + min(len(labels), 25)))
+
+    numbers: dict[str, str] = {}
+
+    def number(m: re.Match[str]) -> str:
+        value = m.group(0).replace(",", "")
+        return numbers.setdefault(value, f"n{len(numbers) + 1}")
+
+    head, _, body = text.partition("\n")
+    steps = [re.sub(r"^(\d+)\. ", "", line) for line in body.split("\n")]
+    check = steps.pop() if steps and steps[-1].startswith("Check:") else ""
+    masked = [_NUMBER.sub(number, _CAPITALISED.sub(name, step)) for step in steps]
+    numbered = "\n".join(f"{i}. {step}" for i, step in enumerate(masked, 1))
+    return f"{head}\n{numbered}\n{check}".rstrip()
 
 
 def model_experience(chat: Any, question: str, answer: str) -> str:
@@ -201,7 +248,7 @@ def _build(cfg: SeedBankConfig, base: Path, progress: bool) -> SeedBank:
         codebooks = Codebooks.load(codebook_dir)
     else:
         # codebooks fitted on texts like the ones the bank will hold
-        digest = procedure_experience if cfg.distill == "procedure" else reference_experience
+        digest = _WRITERS.get(cfg.distill, reference_experience)
         digests = [digest(r["question"], r["answer"]) for r in rows[: cfg.fit_size]]
         embeddings = encoder.encode(digests, progress=progress)
         codebooks = fit_experience_codebooks(
@@ -211,7 +258,7 @@ def _build(cfg: SeedBankConfig, base: Path, progress: bool) -> SeedBank:
     if cfg.distill == "model":
         texts = _distil(cfg, chosen, base / "experiences.jsonl", progress)
     else:
-        write = procedure_experience if cfg.distill == "procedure" else reference_experience
+        write = _WRITERS[cfg.distill]
         texts = [write(r["question"], r["answer"]) for r in chosen]
     records = [
         ExperienceRecord(
@@ -247,6 +294,15 @@ def _build(cfg: SeedBankConfig, base: Path, progress: bool) -> SeedBank:
     )
     done.write_text(built.model_dump_json(indent=2, exclude={"reused"}))
     return built
+
+
+_WRITERS = {
+    "reference": reference_experience,
+    "procedure": procedure_experience,
+    "abstract": abstract_experience,
+}
+"""The deterministic writers, by distill mode (codebooks of a model-distilled bank are fitted on
+reference digests)."""
 
 
 def fit_experience_codebooks(

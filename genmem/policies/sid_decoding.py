@@ -333,6 +333,7 @@ class TransformersSIDGenerator:
                 )
             finally:
                 tok.padding_side = side
+            enc = enc.to(_device(self._module()))  # the weights may sit on a GPU (training)
             if self.config.constrained and self.config.engine == "trie":
                 beams = self._trie_search(enc, k, trie)
             else:
@@ -427,11 +428,13 @@ class TransformersSIDGenerator:
                 beams = [(ctx, codes, toks, score) for _, ctx, codes, toks, score in chosen]
                 if depth == levels - 1 or not beams:
                     break
-                parents = torch.tensor([row for row, *_ in chosen])
+                parents = torch.tensor([row for row, *_ in chosen], device=ids.device)
                 cache.reorder_cache(parents)
                 mask = torch.cat([mask[parents], mask.new_ones(len(chosen), 1)], dim=1)
                 step_pos = next_pos[parents]
-                tokens = torch.tensor([[toks[-1]] for _, _, _, toks, _ in chosen])
+                tokens = torch.tensor(
+                    [[toks[-1]] for _, _, _, toks, _ in chosen], device=ids.device
+                )
                 out = model(
                     input_ids=tokens,
                     attention_mask=mask,
@@ -451,7 +454,7 @@ class TransformersSIDGenerator:
         """Summed log-probabilities of the chosen tokens (mask applied after log_softmax)."""
         import torch
 
-        total = torch.zeros(new.shape[0])
+        total = torch.zeros(new.shape[0], device=new.device)
         for step, step_logits in enumerate(logits):
             logp = torch.log_softmax(step_logits.float(), dim=-1)
             total += logp.gather(1, new[:, step : step + 1]).squeeze(1)
@@ -486,3 +489,11 @@ def _parse_codes(text: str, spec: SIDSpec) -> tuple[int, ...] | None:
         return spec.parse(text).codes
     except InvalidSID:
         return None
+
+
+def _device(module: Any) -> Any:
+    """Where ``module``'s weights are (the CPU for a module without parameters)."""
+    import torch
+
+    param = next(iter(module.parameters()), None)
+    return param.device if param is not None else torch.device("cpu")

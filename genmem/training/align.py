@@ -31,7 +31,7 @@ from genmem.training.align_data import (
     entry_sources,
     model_describer,
 )
-from genmem.training.config import TrainPreset
+from genmem.training.config import TrainPreset, training_device
 from genmem.training.curve import CurvePoint, append_point, curve_callback, split_point
 from genmem.training.policy_io import TrainingRun, load_trainable, write_policy
 from genmem.training.sft import Pieces, logged_losses, sft_train
@@ -116,7 +116,8 @@ def run_align(
     """Train ``model`` (None: the embedded default) on ``bank``'s mappings; write it to ``out``."""
     pieces = pieces or Pieces()
     run = TrainingRun.start(out, "align", preset)
-    policy = load_trainable(model, bank)
+    # on a GPU from the start, so the accuracy passes before, during and after training run there
+    policy = load_trainable(model, bank, training_device(preset))
     data_cfg = data or AlignDataConfig(seed=preset.seed)
     mix = alignment_data(_sources(bank, describer, progress), policy.tokenizer, data_cfg)
     (out / "heldout_pairs.jsonl").write_text(
@@ -124,9 +125,10 @@ def run_align(
     )
     eval_pairs = {"heldout": mix.heldout[:max_eval], "trained": mix.trained_queries[:max_eval]}
     ks = sorted(set(eval_ks) | {1, 5})
-    before = _before(policy, bank.spec, eval_pairs, ks, out, pieces.resume, progress)
+    again = pieces.resume or pieces.finish
+    before = _before(policy, bank.spec, eval_pairs, ks, out, again, progress)
     callbacks = []
-    if curve_every:
+    if curve_every and not pieces.finish:
         if not pieces.resume:
             (out / "curve.jsonl").unlink(missing_ok=True)
             start = {name: split_point(acc) for name, acc in before.items()}
@@ -139,7 +141,8 @@ def run_align(
         spec=bank.spec, pieces=pieces, callbacks=callbacks,
     )  # fmt: skip
     merge_adapter(policy)
-    after = {} if trainer.paused else _score(policy, bank.spec, eval_pairs, ks, progress)
+    scored = pieces.finish or not trainer.paused
+    after = _score(policy, bank.spec, eval_pairs, ks, progress) if scored else {}
     loss_steps, losses = logged_losses(trainer)
     steps = int(trainer.state.global_step)
     first = int(trainer.resumed_from.rsplit("-", 1)[-1]) if trainer.resumed_from else 0

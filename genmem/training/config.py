@@ -38,6 +38,7 @@ __all__ = [
     "load_preset",
     "sft_args",
     "sft_kwargs",
+    "training_device",
 ]
 
 Stage = Literal["align", "mid", "grpo"]
@@ -343,3 +344,12 @@ def grpo_args(preset: TrainPreset, out: Path, max_steps: int | None = None) -> A
     from trl import GRPOConfig
 
     return GRPOConfig(**grpo_kwargs(preset, out, max_steps))
+
+
+def training_device(preset: TrainPreset) -> str:
+    """``cuda`` for a GPU preset on a machine with a GPU, else ``cpu`` (where a stage starts)."""
+    if preset.use_cpu or preset.num_processes > 1:  # several GPUs: accelerate places the model
+        return "cpu"
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"

@@ -27,8 +27,8 @@ def model_path(spec: str | None) -> str | None:
     return text
 
 
-def load_trainable(spec: str | None, bank: Any) -> LocalPolicy:
-    """A private float32 copy of the policy, with the SID tokens of ``bank``'s codebooks."""
+def load_trainable(spec: str | None, bank: Any, device: str = "cpu") -> LocalPolicy:
+    """A private float32 copy of the policy on ``device``, with the SID tokens of ``bank``."""
     from genmem.policies.sid_tokens import add_sid_tokens
 
     policy = load_policy(model_path(spec), fresh=True, dtype="float32")
@@ -39,6 +39,8 @@ def load_trainable(spec: str | None, bank: Any) -> LocalPolicy:
             f"uses {bank.codebook_hash[:12]}: its SID tokens mean other addresses"
         )
     add_sid_tokens(policy.model, policy.tokenizer, bank.spec)
+    if device != "cpu":  # after the new rows are set, so they start the same on any device
+        policy.model.to(device)
     policy.info = policy.info.model_copy(
         update={"sid_sizes": list(bank.spec.sizes), "codebook_hash": bank.codebook_hash}
     )

@@ -32,6 +32,9 @@ class Pieces:
     """Stop with a checkpoint once this many seconds of training have passed."""
     resume: bool = False
     """Continue from the last checkpoint in ``out/trainer`` (an error when there is none)."""
+    finish: bool = False
+    """Train no further: take the weights of the last checkpoint as they are (one written here
+    or on another machine, such as a GPU run's adapters brought back without their optimiser)."""
 
 
 def last_checkpoint(out: Path) -> str | None:
@@ -86,8 +89,8 @@ def sft_train(
     from trl import SFTTrainer
 
     pieces = pieces or Pieces()
-    resume_from = last_checkpoint(out) if pieces.resume else None
-    if pieces.resume and resume_from is None:
+    resume_from = last_checkpoint(out) if pieces.resume or pieces.finish else None
+    if (pieces.resume or pieces.finish) and resume_from is None:
         raise ValueError(f"nothing to resume: {out / 'trainer'} holds no checkpoint")
     if preset.adapter != "full":
         if spec is None:
@@ -110,11 +113,47 @@ def sft_train(
         callbacks=[*callbacks, *([pause] if pause else [])],
     )
     started = time.perf_counter()
-    with contextlib.redirect_stdout(sys.stderr):  # the Trainer prints its logs; keep --json clean
-        trainer.train(resume_from_checkpoint=resume_from)
-    trainer.paused = bool(pause and pause.paused)
+    if pieces.finish:
+        assert resume_from is not None
+        _load_checkpoint(trainer, Path(resume_from), preset)
+        trainer.paused = trainer.state.global_step < trainer.state.max_steps
+    else:
+        with contextlib.redirect_stdout(sys.stderr):  # the Trainer prints its logs
+            trainer.train(resume_from_checkpoint=resume_from)
+        trainer.paused = bool(pause and pause.paused)
     trainer.resumed_from = resume_from
     return trainer, time.perf_counter() - started
+
+
+def _load_checkpoint(trainer: Any, checkpoint: Path, preset: TrainPreset) -> None:
+    """Set ``trainer``'s model weights and state to those of ``checkpoint`` (no training).
+
+    Adapters load with PEFT's state-dict API; a checkpoint may leave out the base embedding's
+    copy (unchanged by adapter training), which the model already holds.
+    """
+    from safetensors.torch import load_file
+    from transformers import TrainerState
+
+    model = trainer.model
+    if preset.adapter == "full":
+        weights = load_file(checkpoint / "model.safetensors", device=str(model.device))
+        missing = model.load_state_dict(weights, strict=False).missing_keys
+    else:
+        from peft import set_peft_model_state_dict
+
+        weights = load_file(checkpoint / "adapter_model.safetensors", device=str(model.device))
+        missing = set_peft_model_state_dict(model, weights).missing_keys
+    # a trained parameter is lost when none of its names (tied ones share it) was in the file
+    params = dict(model.named_parameters(remove_duplicate=False))
+    loaded = {id(p) for name, p in params.items() if name not in set(missing)}
+    lost = [
+        k
+        for k in missing
+        if k in params and params[k].requires_grad and id(params[k]) not in loaded
+    ]
+    if lost:
+        raise ValueError(f"{checkpoint} lacks trained weights: {lost[:3]}")
+    trainer.state = TrainerState.load_from_json(str(checkpoint / "trainer_state.json"))
 
 
 def logged_losses(trainer: Any) -> tuple[list[int], list[float]]:

@@ -301,3 +301,24 @@ def test_unknown_bank_and_codebook_mismatch(built, capsys, tmp_path) -> None:
     )
     assert code == 1 and "codebooks are frozen" in err
     assert _stats(capsys, url) == before
+
+
+def test_seed_builds_a_bank_and_writes_its_retrieval_pairs(tmp_path, capsys) -> None:
+    from genmem.memory.location import open_bank
+
+    pairs = tmp_path / "pairs.jsonl"
+    argv = ["bank", "seed", "--distill", "abstract", "--size", "48", "--pairs", str(pairs)]
+    assert main([*argv, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["experiences"] == 48 and info["pairs"] == 48 and 0 < info["entries"] <= 48
+    # no payload holds its problem, yet the things counted are shared: the overlap says how much
+    assert info["overlap"]["verbatim"] == 0 and 0 < info["overlap"]["mean"] < 1
+    bank = open_bank(info["url"])
+    rows = [json.loads(line) for line in pairs.read_text().splitlines()]
+    assert len(rows) == 48 and all(bank.get(r["reference_sid"]) for r in rows)
+    assert all("Result:" not in bank.get(r["reference_sid"]).payload for r in rows)
+    assert main(argv) == 0  # cached: the same bank again, in one line for people
+    assert "(abstract; cached)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        main(["bank", "seed", "--size", "0"])
+    assert exc.value.code == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from pydantic import ValidationError
 from genmem.envs.bundled import GSM8K_TRAIN, read_gsm8k
 from genmem.experiments.seed_bank import (
     SeedBankConfig,
+    abstract_experience,
     build_seed_bank,
     copy_bank_file,
     model_experience,
@@ -27,6 +29,37 @@ def test_reference_experience_numbers_the_steps_without_calculator_marks() -> No
     text = reference_experience(ROW["question"], ROW["answer"])
     assert text.startswith("Problem: ") and "1. " in text and "<<" not in text
     assert text.rstrip().endswith(f"Result: {ROW['answer'].rsplit('####', 1)[1].strip()}")
+
+
+def _digits_left(text: str) -> bool:
+    """Whether a digit is left once the placeholders and the step numbers are gone."""
+    body = re.sub(r"^\d+\. ", "", text, flags=re.M)
+    return any(ch.isdigit() for ch in re.sub(r"n\d+", "", body))
+
+
+def test_abstract_experience_keeps_the_steps_without_names_or_numbers() -> None:
+    text = abstract_experience(ROW["question"], ROW["answer"])  # Natalia's clips
+    assert text == (
+        "Procedure that solved it:\n"
+        "1. A sold n1/n2 = n3 clips in May.\n"
+        "2. A sold n1+n3 = n4 clips altogether in B and May.\n"
+        "Check: redo each calculation and make sure the result answers the question asked."
+    )  # "May" is also a function word, so it stays; the result line would read "Result: n4"
+    question = "Mr. Lee paid $1,250.50 for 3 chairs and $1,250.50 for a desk. What did he pay?"
+    answer = "Lee paid 1,250.50 * 2 = <<1250.5*2=2501>>2501 dollars.\n#### 2501"
+    text = abstract_experience(question, answer)
+    assert "1. A paid n1 * n2 = n3 dollars." in text  # 1,250.50 is one number
+    assert not _digits_left(text) and "Lee" not in text
+
+
+def test_every_abstract_seed_experience_passes_the_gate_and_hides_its_numbers() -> None:
+    from genmem.memory.gate import check_payload
+
+    rows = read_gsm8k(GSM8K_TRAIN, limit=300)
+    for row in rows:
+        text = abstract_experience(row["question"], row["answer"])
+        assert check_payload(text, sources=[row["question"]]).passed, text
+        assert not _digits_left(text), text
 
 
 class LessonChat:

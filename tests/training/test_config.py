@@ -120,3 +120,19 @@ def test_grpo_flags_take_their_help_from_the_rollout_config() -> None:
     for name in ("completion", "max_failures"):
         description = str(RolloutConfig.model_fields[name].description)
         assert _rollout_help(name).startswith(description.rstrip("."))
+
+
+def test_a_stage_starts_on_the_gpu_only_for_a_single_gpu_preset_on_a_gpu_machine(
+    monkeypatch,
+) -> None:
+    import torch
+
+    from genmem.training.config import PRESETS, training_device
+
+    one_gpu = PRESETS["cpu-lora"].model_copy(update={"use_cpu": False, "bf16": True})
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert training_device(PRESETS["cpu-lora"]) == training_device(one_gpu) == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert training_device(one_gpu) == "cuda"
+    assert training_device(PRESETS["cpu"]) == "cpu"
+    assert training_device(PRESETS["a100x8"]) == "cpu"  # accelerate places it on the 8 GPUs

@@ -25,6 +25,8 @@ from tests.training._weights import assert_trained
         (["--weights", "query_sid=0,trajectory_sid=0,experience_sid=0,sid_experience=0,"
           "sid_description=0"], "at least one"),
         (["--resume"], "holds no checkpoint"),
+        (["--finish"], "holds no checkpoint"),
+        (["--resume", "--finish"], "give one of them"),
         (["--pause-after", "0"], "must be a finite number > 0"),
         (["--pause-after", "soon"], "is not a number"),
         (["--curve-every", "-1"], "must be >= 0"),
@@ -165,6 +167,7 @@ def test_alignment_pauses_resumes_and_ends_as_an_uninterrupted_run(
     assert not first["complete"] and first["steps"] == 1 and first["after"] == {}
     assert json.loads((out / "run.json").read_text())["status"] == "paused"
     assert (out / "model.safetensors").is_file()  # a usable policy after every piece
+    _finish_elsewhere(out, tmp_path / "moved", align)
     second = align(out, "--resume")
     assert second["complete"] and second["steps"] == 3 and second["piece_steps"] == 2
     assert second["resumed_from"].endswith("checkpoint-1")
@@ -176,3 +179,30 @@ def test_alignment_pauses_resumes_and_ends_as_an_uninterrupted_run(
     assert all(0 <= p["splits"]["heldout"]["hit_at_5"] <= 1 for p in curve)
     assert (out / "curve.png").read_bytes()[:4] == b"\x89PNG"
     assert second["before"] == whole["before"]  # measured once, kept for later pieces
+
+
+def _finish_elsewhere(out, moved, align) -> None:
+    """A checkpoint brought from another machine without its optimiser state and without the
+    base embedding's copy (a GPU run's way back) merges into the paused run's very policy."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(out, moved)
+    (checkpoint,) = (moved / "trainer").glob("checkpoint-*")
+    (checkpoint / "optimizer.pt").unlink()
+    adapter = checkpoint / "adapter_model.safetensors"
+    weights = load_file(adapter)
+    slim = {k: v for k, v in weights.items() if not k.endswith("token_adapter.base_layer.weight")}
+    assert len(slim) < len(weights)
+    save_file(slim, adapter)
+    for f in ("model.safetensors", "report.json"):
+        (moved / f).unlink(missing_ok=True)
+    done = align(moved, "--finish")
+    assert done["steps"] == 1 and done["piece_steps"] == 0 and not done["complete"]
+    assert done["after"]["heldout"]["n"] == 2  # scored, though the schedule was not finished
+    paused, finished = load_file(out / "model.safetensors"), load_file(moved / "model.safetensors")
+    assert paused.keys() == finished.keys()
+    for name, tensor in paused.items():
+        assert torch.allclose(tensor, finished[name], atol=1e-6), name
