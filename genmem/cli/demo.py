@@ -39,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=("model", "reference", "procedure", "abstract"),
         default="procedure",
         help="who writes the seed experiences: the procedure of each reference solution without "
-        "its problem text (procedure, default), the same with the problem (reference), or the "
+        "its problem text (procedure, default), the same with the problem (reference), the "
+        "procedure with names and numbers as placeholders (abstract), or the "
         "default model, one lesson per problem (model: slower, and most of its lessons are junk "
         "the write gate refuses)",
     )

@@ -5,6 +5,8 @@ One :class:`TrainPreset` holds the optimiser, schedule, batch and GRPO settings 
 
 - ``cpu``: the embedded 135M model on a laptop: float32, ``use_cpu=True``, no vLLM, small
   batches, a learning rate a small model can move with in a few steps.
+- ``cpu-lora``: the same with LoRA adapters and the SID rows only, short sequences.
+- ``gpu-lora``: ``cpu-lora`` on one GPU: bf16 autocast, 32 sequences a step.
 - ``a100x8``: the paper's table (appendix D.2): alignment LR 2e-5, GRPO LR 3e-5, global batch
   256, G = 8, rollout batch 32, beta = 0.04, 200 GRPO steps; bf16, DeepSpeed ZeRO-3
   (``configs/zero3.json``), vLLM colocated with training for GRPO generation. Launch it with
@@ -143,6 +145,21 @@ PRESETS: dict[str, TrainPreset] = {
         align_learning_rate=5e-4,
         mid_learning_rate=5e-4,
         max_length=256,
+        train_sampling_strategy="group_by_length",
+    ),
+    # One GPU (run on a lent H200, bench/README.md "train"): cpu-lora's adapters in bf16
+    # autocast, 32 sequences a step, a learning rate raised with the batch.
+    "gpu-lora": TrainPreset(
+        name="gpu-lora",
+        use_cpu=False,
+        bf16=True,
+        adapter="lora",
+        per_device_train_batch_size=32,
+        align_learning_rate=1e-3,
+        mid_learning_rate=1e-3,
+        warmup_ratio=0.03,
+        max_length=256,
+        logging_steps=10,
         train_sampling_strategy="group_by_length",
     ),
     "a100x8": TrainPreset(

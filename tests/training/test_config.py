@@ -95,7 +95,7 @@ def test_cpu_lora_preset_trains_adapters_on_short_grouped_batches(tmp_path) -> N
 
 
 def test_unknown_preset_name() -> None:
-    with pytest.raises(ValueError, match="use cpu, cpu-lora, a100x8"):
+    with pytest.raises(ValueError, match="use cpu, cpu-lora, gpu-lora, a100x8"):
         load_preset("h100x64")
 
 
