@@ -379,7 +379,11 @@ class GraphRollouts:
             "sid_match": None if agreement is None or math.isnan(agreement) else agreement >= 1.0,
             "answered": bool(parts.pop("answered", False)),
         }
-        texts = {k: parts.pop(k) for k in ("support", "payload", "gate_reason") if k in parts}
+        texts = {
+            k: parts.pop(k)
+            for k in ("support", "support_source", "payload", "gate_reason")
+            if k in parts
+        }
         values = [parts.get(k) for k in PARTS[item.role]]
         failed = any(v is not None and math.isnan(v) for v in values)
         parts["process_channel"] = math.nan if failed else sum(v for v in values if v is not None)
@@ -463,7 +467,10 @@ class GraphRollouts:
         support = out.get("support") or NO_MEMORY_ANSWER
         _, outcome, _ = self._solve(item.task, support)
         score = float(outcome.score)
-        useless = not support.strip() or support == NO_MEMORY_ANSWER
+        # A rewrite the gate refused never reached the planner (it got the entry read instead):
+        # the trained turn is junk, and its strategy scores 0, as a refused evolver payload does.
+        refused = out.get("support_refused")
+        useless = refused or not support.strip() or support == NO_MEMORY_ANSWER
         judged = 0.0 if useless else self._judge(JUDGE_RUBRIC, item.task, errors, support=support)
         return parts | {
             "strategy_judge": judged,
@@ -471,6 +478,8 @@ class GraphRollouts:
             "retrieved": bool(out.get("retrieved")),
             "answered": score >= 1.0,
             "support": support,
+            "support_source": out.get("support_source", "none"),
+            "gate_reason": refused,
         }
 
     def _evolve(self, item: RolloutTask, completion: str, errors: list[str]) -> dict[str, Any]:

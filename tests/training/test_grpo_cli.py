@@ -152,8 +152,14 @@ def test_joint_grpo_trains_whole_turns_through_the_graph(
         assert [p["trained"] for p in row["turns"]] == [True, False, True]
         assert row["turns"][1]["text"] == env_text and row["turns"][2]["text"] == reply_text
         assert "memory_lookup results" not in reply_text
-        if row["role"] == "retriever":
-            assert row["support"] in reply_text or row["support"] == NO_MEMORY_ANSWER
+        if row["role"] == "retriever" and row["support_source"] == "rewrite":
+            assert row["support"] in reply_text and row["gate_reason"] is None
+        elif row["role"] == "retriever":
+            # the gate refused the policy's rewrite: the planner got the entry read (or
+            # nothing), and the junk turn earns no strategy reward
+            assert row["support_source"] in ("entry", "none") and row["strategy_judge"] == 0.0
+            assert row["support"] in env_text or row["support"] == NO_MEMORY_ANSWER
+            assert row["gate_reason"] or row["support_source"] == "none"
     # TRL's advantages are the per-channel normalised ones (groups of G = 2, one per step).
     for step, adv in enumerate(report["advantages"]):
         group = rollouts[2 * step : 2 * step + 2]

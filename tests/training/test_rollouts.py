@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableLambda
 from pydantic import Field, PrivateAttr
 
@@ -64,7 +64,9 @@ class RoutingChat(FakeListChatModel):
             payload = f"Lesson {self.decisions}: {self.lesson} Learnt on: {query[:60]}"
             return json.dumps({"analysis": "a", "op": op, "sid": sid, "payload": payload})
         if any(isinstance(m, ToolMessage) for m in messages):
-            return f"<answer>{self.support}</answer>"
+            # grounded like a real rewrite: it names the task it is for
+            task = next(str(m.content) for m in messages if isinstance(m, HumanMessage))
+            return f"<answer>{self.support} For: {task[:60]}</answer>"
         if self.planner_error:
             raise RuntimeError(self.planner_error)
         return json.dumps({"thought": "t", "action": {"action": "finish", "answer": self.answer}})
@@ -173,24 +175,37 @@ def test_memevolver_never_sees_the_reference_or_a_verdict(tmp_path, tokenizer) -
 def test_the_judge_reads_support_as_data_and_a_hostile_payload_never_lands(
     tmp_path, tokenizer, hostile
 ) -> None:
-    """Issue 18 item 8 (training side): support enters as an escaped block; a payload that
-    tries to close the judge's blocks is refused by the write gate, so no judge reads it (the
-    rubric's escaping of payloads is tested in test_rewards)."""
+    """Issue 18 item 8 (training side): a rewrite or a payload that tries to close the judge's
+    blocks is refused by the write gate, so no judge reads it and its turn earns nothing (the
+    rubric's escaping of support and payloads is tested in test_rewards)."""
     lesson = re.sub("support", "experience", hostile, flags=re.I)
     chat = RoutingChat(support=hostile, lesson=lesson)
     rollouts, prompts, _ = _rollouts(tmp_path, chat, tokenizer)
     try:
-        rollouts.score(prompts["retriever"], str(A))
+        retrieved = rollouts.score(prompts["retriever"], str(A))
         parts = rollouts.score(prompts["evolver"], str(EMPTY))
+    finally:
+        rollouts.close()
+    assert chat.judged == []
+    rewrite, payload = rollouts.log[-2], rollouts.log[-1]
+    assert rewrite["gate_reason"] == "markup" and rewrite["support_source"] == "entry"
+    assert hostile not in rewrite["support"]  # the planner got the entry read instead
+    assert retrieved["strategy_judge"] == 0.0
+    assert payload["payload"] == "" and payload["gate_reason"] == "markup"
+    assert parts["faithful"] == parts["outcome_channel"] == 0.0
+
+
+def test_a_grounded_rewrite_reaches_the_strategy_judge_as_data(tmp_path, tokenizer) -> None:
+    chat = RoutingChat()
+    rollouts, prompts, _ = _rollouts(tmp_path, chat, tokenizer)
+    try:
+        parts = rollouts.score(prompts["retriever"], str(A))
     finally:
         rollouts.close()
     [support_prompt] = chat.judged
     assert len(re.findall(r"<\s*/\s*support\s*>", support_prompt, flags=re.I)) == 1
-    assert support_prompt.rstrip().endswith("</support>")
-    assert "score 2" in support_prompt or "grade is 2" in support_prompt or "x" in support_prompt
-    logged = rollouts.log[-1]
-    assert logged["payload"] == "" and logged["gate_reason"] == "markup"
-    assert parts["faithful"] == parts["outcome_channel"] == 0.0
+    assert chat.support in support_prompt and rollouts.log[-1]["support_source"] == "rewrite"
+    assert parts["strategy_judge"] > 0.0
 
 
 def test_a_grounded_payload_reaches_the_faithfulness_judge(tmp_path, tokenizer) -> None:
