@@ -10,6 +10,7 @@ from typing import Any
 
 from genmem.cli.common import (
     CLIError,
+    add_distill_argument,
     add_gate_argument,
     emit,
     gate_config,
@@ -55,14 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "and eval --pairs."
         ),
     )
-    sd.add_argument(
-        "--distill",
-        choices=("reference", "procedure", "abstract", "model"),
-        default="procedure",
-        help="reference: the problem and its reference procedure; procedure (default): the "
-        "procedure without the problem text; abstract: the procedure with names and numbers "
-        "as placeholders (A, n1); model: one lesson per problem by --model",
-    )
+    add_distill_argument(sd)
     sd.add_argument("--size", type=positive_int, default=300, help="training problems (300)")
     sd.add_argument(
         "--fit-size", type=positive_int, help="problems the codebooks are fitted on (--size)"

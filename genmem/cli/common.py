@@ -85,6 +85,20 @@ def add_addresser_argument(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_distill_argument(p: argparse.ArgumentParser) -> None:
+    """``--distill``: who writes a GSM8K seed bank's experiences (the same in every command)."""
+    p.add_argument(
+        "--distill",
+        choices=("procedure", "reference", "abstract", "model"),
+        default="procedure",
+        help="who writes the seed experiences: the procedure of each reference solution without "
+        "its problem text (procedure, default), the same with the problem (reference), the "
+        "procedure with names and numbers as placeholders A, n1 (abstract), or the default "
+        "model, one lesson per problem (model: slower, and the write gate refuses most of what "
+        "a 135M model writes)",
+    )
+
+
 def add_gate_argument(p: argparse.ArgumentParser) -> None:
     """``--no-gate``: write without the write gate (the same meaning in every command)."""
     p.add_argument(

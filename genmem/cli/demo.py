@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from genmem.cli.common import emit, positive_int
+from genmem.cli.common import add_distill_argument, emit, positive_int
 from genmem.cli.run import add_loop_arguments, build_loop_app, render_details, render_table
 
 __all__ = ["register", "run_demo"]
@@ -34,16 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--problems", type=positive_int, default=3, help="GSM8K test problems (3)")
-    p.add_argument(
-        "--distill",
-        choices=("model", "reference", "procedure", "abstract"),
-        default="procedure",
-        help="who writes the seed experiences: the procedure of each reference solution without "
-        "its problem text (procedure, default), the same with the problem (reference), the "
-        "procedure with names and numbers as placeholders (abstract), or the "
-        "default model, one lesson per problem (model: slower, and most of its lessons are junk "
-        "the write gate refuses)",
-    )
+    add_distill_argument(p)
     p.add_argument(
         "--seed-size",
         type=positive_int,

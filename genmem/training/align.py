@@ -136,16 +136,17 @@ def run_align(
             append_point(out / "curve.jsonl", zero)
         callbacks.append(curve_callback(policy, bank.spec, eval_pairs, out, curve_every))
     pairs = [(x.prompt, x.completion) for x in mix.train]
-    trainer, seconds = sft_train(
+    piece = sft_train(
         policy, pairs, preset, out, "align", max_steps, progress,
         spec=bank.spec, pieces=pieces, callbacks=callbacks,
     )  # fmt: skip
     merge_adapter(policy)
-    scored = pieces.finish or not trainer.paused
+    trainer, seconds = piece.trainer, piece.seconds
+    scored = pieces.finish or not piece.paused
     after = _score(policy, bank.spec, eval_pairs, ks, progress) if scored else {}
     loss_steps, losses = logged_losses(trainer)
     steps = int(trainer.state.global_step)
-    first = int(trainer.resumed_from.rsplit("-", 1)[-1]) if trainer.resumed_from else 0
+    first = int(piece.resumed_from.rsplit("-", 1)[-1]) if piece.resumed_from else 0
     held = (after or before).get("heldout")
     policy.info = policy.info.model_copy(
         update={
@@ -172,8 +173,8 @@ def run_align(
         withheld=mix.withheld,
         steps=steps,
         piece_steps=done,
-        complete=not trainer.paused,
-        resumed_from=trainer.resumed_from,
+        complete=not piece.paused,
+        resumed_from=piece.resumed_from,
         seconds=round(seconds, 2),
         steps_per_second=round(done / seconds, 4) if seconds > 0 else 0.0,
         examples_per_second=round(done * preset.global_batch / seconds, 4) if seconds else 0.0,
@@ -191,7 +192,7 @@ def run_align(
         report.files["curve"] = str(out / "curve.jsonl")
         report.files["curve_plot"] = str(out / "curve.png")
     body = report.model_dump(mode="json")
-    if trainer.paused:
+    if piece.paused:
         run.pause(body)
     else:
         run.finish(body)

@@ -208,9 +208,10 @@ def run_mid(
             f"{traces_path}. Use more tasks, a stronger --teacher, or --keep valid"
         )
     pairs = [(x.prompt, x.completion) for x in examples]
-    trainer, seconds = sft_train(
+    piece = sft_train(
         policy, pairs, preset, out, "mid", max_steps, progress, spec=collector.bank.spec
     )
+    trainer, seconds = piece.trainer, piece.seconds
     merge_adapter(policy)
     notes = {"stage": "mid", "role": role, "keep": keep, "adapter": preset.adapter}
     files = write_policy(policy, out, run, notes=notes)

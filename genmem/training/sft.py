@@ -19,7 +19,7 @@ from typing import Any
 from genmem.training.adapters import attach_adapter, optimizer_for
 from genmem.training.config import Stage, TrainPreset, sft_args
 
-__all__ = ["Pieces", "last_checkpoint", "logged_losses", "sft_train"]
+__all__ = ["Pieces", "SFTRun", "last_checkpoint", "logged_losses", "sft_train"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,20 @@ class Pieces:
     finish: bool = False
     """Train no further: take the weights of the last checkpoint as they are (one written here
     or on another machine, such as a GPU run's adapters brought back without their optimiser)."""
+
+
+@dataclass(frozen=True)
+class SFTRun:
+    """What one SFT piece did."""
+
+    trainer: Any
+    """The TRL trainer (its ``state`` holds the step and the logged losses)."""
+    seconds: float
+    paused: bool
+    """True when the run stopped before its schedule's last step (``pause_after``, or a
+    checkpoint finished part-way)."""
+    resumed_from: str | None
+    """The checkpoint this piece started from (None: from the start)."""
 
 
 def last_checkpoint(out: Path) -> str | None:
@@ -78,12 +92,11 @@ def sft_train(
     spec: Any = None,
     pieces: Pieces | None = None,
     callbacks: Sequence[Any] = (),
-) -> tuple[Any, float]:
-    """Train ``policy`` in place (loss on the completion only); the trainer and seconds taken.
+) -> SFTRun:
+    """Train ``policy`` in place (loss on the completion only) and say what the piece did.
 
     With ``preset.adapter == "lora"`` the policy's model is wrapped in adapters (``spec`` names
     the SID rows that train); the caller merges them (:func:`merge_adapter`) before saving.
-    ``trainer.paused`` says whether ``pieces.pause_after`` stopped the run early.
     """
     from datasets import Dataset
     from trl import SFTTrainer
@@ -116,13 +129,12 @@ def sft_train(
     if pieces.finish:
         assert resume_from is not None
         _load_checkpoint(trainer, Path(resume_from), preset)
-        trainer.paused = trainer.state.global_step < trainer.state.max_steps
+        paused = trainer.state.global_step < trainer.state.max_steps
     else:
         with contextlib.redirect_stdout(sys.stderr):  # the Trainer prints its logs
             trainer.train(resume_from_checkpoint=resume_from)
-        trainer.paused = bool(pause and pause.paused)
-    trainer.resumed_from = resume_from
-    return trainer, time.perf_counter() - started
+        paused = bool(pause and pause.paused)
+    return SFTRun(trainer, time.perf_counter() - started, paused, resume_from)
 
 
 def _load_checkpoint(trainer: Any, checkpoint: Path, preset: TrainPreset) -> None:
