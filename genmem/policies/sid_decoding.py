@@ -333,7 +333,7 @@ class TransformersSIDGenerator:
                 )
             finally:
                 tok.padding_side = side
-            enc = enc.to(_device(self._module()))  # the weights may sit on a GPU (training)
+            enc = enc.to(self._module().device)  # the weights may sit on a GPU (training)
             if self.config.constrained and self.config.engine == "trie":
                 beams = self._trie_search(enc, k, trie)
             else:
@@ -489,11 +489,3 @@ def _parse_codes(text: str, spec: SIDSpec) -> tuple[int, ...] | None:
         return spec.parse(text).codes
     except InvalidSID:
         return None
-
-
-def _device(module: Any) -> Any:
-    """Where ``module``'s weights are (the CPU for a module without parameters)."""
-    import torch
-
-    param = next(iter(module.parameters()), None)
-    return param.device if param is not None else torch.device("cpu")

@@ -157,7 +157,8 @@ def _load_checkpoint(trainer: Any, checkpoint: Path, preset: TrainPreset) -> Non
         missing = set_peft_model_state_dict(model, weights).missing_keys
     # a trained parameter is lost when none of its names (tied ones share it) was in the file
     params = dict(model.named_parameters(remove_duplicate=False))
-    loaded = {id(p) for name, p in params.items() if name not in set(missing)}
+    absent = set(missing)
+    loaded = {id(p) for name, p in params.items() if name not in absent}
     lost = [
         k
         for k in missing
