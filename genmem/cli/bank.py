@@ -47,9 +47,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     sd = bsub.add_parser(
         "seed",
-        help="build (or reuse) a GSM8K seed bank and write its retrieval pairs",
+        help="build (or reuse) a GSM8K or QA seed bank and write its retrieval pairs",
         description=(
-            "Turns the first --size bundled GSM8K training problems into experiences, fits "
+            "Turns the first --size bundled GSM8K training problems (--source qa: the 300 "
+            "bundled HotpotQA and 2Wiki dev questions outside hotpotqa-distractor, as abstract "
+            "experiences) into experiences, fits "
             "codebooks on --fit-size of the same kind of text, quantises and stores them "
             "through the write gate (cached under $GENMEM_CACHE/seed/). --pairs writes one "
             '{"query", "reference_sid"} line per training problem, the input of train align '
@@ -57,6 +59,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     add_distill_argument(sd)
+    sd.add_argument(
+        "--source",
+        choices=["gsm8k", "qa"],
+        default="gsm8k",
+        help="GSM8K training problems (default) or the bundled QA questions (needs --distill "
+        "abstract)",
+    )
     sd.add_argument("--size", type=positive_int, default=300, help="training problems (300)")
     sd.add_argument(
         "--fit-size", type=positive_int, help="problems the codebooks are fitted on (--size)"
@@ -197,12 +206,18 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _seed(args: argparse.Namespace) -> int:
+    from genmem.cli.tasks import first_error
     from genmem.experiments.retrieval_eval import RetrievalPair, query_payload_overlap
     from genmem.experiments.seed_bank import SeedBankConfig, build_seed_bank, seed_pairs
     from genmem.memory.location import open_bank
 
     fit = max(48, args.fit_size or args.size)
-    cfg = SeedBankConfig(distill=args.distill, size=args.size, fit_size=fit, model=args.model)
+    try:
+        cfg = SeedBankConfig(
+            distill=args.distill, size=args.size, fit_size=fit, model=args.model, source=args.source
+        )
+    except ValueError as exc:
+        raise CLIError(first_error(exc)) from None
     seed = build_seed_bank(cfg, progress=not args.json)
     bank = open_bank(seed.url)
     pairs = seed_pairs(bank)

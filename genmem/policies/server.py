@@ -56,17 +56,14 @@ class ServeConfig:
 
 
 def policy_directory(spec: str) -> Path:
-    """The model folder a ``--model`` spec names (``local`` converts the embedded one once)."""
-    from genmem.policies.local import _default_dir
+    """The model folder a ``--model`` spec names (an embedded model is converted once)."""
+    from genmem.policies.local import model_directory
 
-    text = spec.strip()
-    if text in ("local", "default"):
-        return _default_dir()
-    path = Path(text.removeprefix("local:")).expanduser()
+    path = model_directory(spec)
     if not (path / "config.json").is_file():
         raise InvalidModelSpec(
-            f"--model {spec!r}: serve 'local' (the embedded model) or a model folder "
-            "('local:DIR' or DIR, with a config.json)",
+            f"--model {spec!r}: serve 'local' (the embedded model), an embedded model by name "
+            "('local:gemma3-270m') or a model folder ('local:DIR' or DIR, with a config.json)",
             spec=spec,
         )
     return path.resolve()

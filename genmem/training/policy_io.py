@@ -15,14 +15,20 @@ __all__ = ["TrainingRun", "load_trainable", "model_path", "write_policy"]
 
 
 def model_path(spec: str | None) -> str | None:
-    """The policy directory a ``--model`` spec names (None: the embedded default)."""
-    if spec in (None, "", "local", "default"):
+    """The policy a ``--model`` spec names: None (the default), an embedded name, or a folder."""
+    from genmem.policies.embedded import DEFAULT_MODEL, embedded_model
+
+    if spec in (None, ""):
         return None
     text = str(spec).removeprefix("local:")
+    named = embedded_model(spec)
+    if named is not None and not (Path(text) / "config.json").is_file():
+        return None if named is DEFAULT_MODEL else named.name
     if not (Path(text) / "config.json").is_file():
         raise ValueError(
-            f"--model {spec!r}: training starts from 'local' (the embedded model) or a policy "
-            "directory ('local:DIR' or DIR, with a config.json)"
+            f"--model {spec!r}: training starts from 'local' (the embedded model), an embedded "
+            "model by name ('local:gemma3-270m') or a policy directory ('local:DIR' or DIR, "
+            "with a config.json)"
         )
     return text
 

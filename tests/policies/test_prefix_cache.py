@@ -52,6 +52,24 @@ def test_short_beginnings_new_weights_and_the_budget() -> None:
     assert len(cache) == 1 and cache.take([*list(range(300, 340)), 1], owner="b") is None
 
 
+class SlidingKV(FakeKV):
+    """A cache with a sliding-window layer past its window: it cannot be cut back (Gemma 3)."""
+
+    def crop(self, m: int) -> None:
+        raise RuntimeError("`crop` was called, but the sliding window size was already reached")
+
+
+def test_a_cache_that_cannot_be_cut_back_is_neither_kept_nor_reused() -> None:
+    cache = PrefixCache(min_tokens=4)
+    prompt = list(range(100, 140))
+    cache.put(prompt, SlidingKV(40 + 5), owner="w")  # a reply after the prompt: cannot drop it
+    assert len(cache) == 0
+    cache.put(prompt, SlidingKV(40), owner="w")  # exactly the prompt: kept as it is
+    assert len(cache) == 1
+    assert cache.take([*prompt, 1, 2], owner="w").get_seq_length() == 40  # nothing to cut
+    assert cache.take([*prompt[:30], 9, 9], owner="w") is None  # would need a cut: a miss
+
+
 class Step(BaseModel):
     """One step."""
 
