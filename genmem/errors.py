@@ -11,6 +11,7 @@ from typing import Any
 
 __all__ = [
     "BankExists",
+    "BankHoldsTasks",
     "BankNotFound",
     "CodebookError",
     "CodebookMismatch",
@@ -166,3 +167,11 @@ class TooManyFailures(GenMemError, RuntimeError):
         self.failures = failures
         self.limit = limit
         self.last_error = last_error
+
+
+class BankHoldsTasks(GenMemError, ValueError):
+    """An evaluation's bank was built from the tasks it is scored on."""
+
+    def __init__(self, message: str, *, task_ids: list[str]) -> None:
+        super().__init__(message)
+        self.task_ids = task_ids

@@ -231,6 +231,11 @@ def evaluate(
     path = out / "records.jsonl"
     done = {(r.method, r.id) for r in _records(path)}
     tasks = env.tasks(settings.limit)
+    if settings.bank_url:
+        from genmem.experiments.contamination import check_bank_is_clean
+        from genmem.memory.location import open_bank
+
+        check_bank_is_clean(open_bank(settings.bank_url), tasks)
     tools = env.tools()
 
     def scorer(answer: str | None, reference: Any) -> float:

@@ -227,6 +227,9 @@ def _run_once(
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(config.model_dump_json(indent=2) + "\n", encoding="utf-8")
     probe, stream = _split(env.tasks(None), config, out)
+    from genmem.experiments.contamination import check_bank_is_clean
+
+    check_bank_is_clean(open_bank(bank_url), [*probe, *stream])
     work_url = working_copy(bank_url, out)
     work = open_bank(work_url)
     runner = EvolveRunner(env, config, chat, sid_generator)

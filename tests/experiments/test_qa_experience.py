@@ -113,3 +113,27 @@ def test_a_qa_bank_and_its_pairs(tmp_path: Path) -> None:
         assert pair["query"] not in payload and payload.startswith("Question form: ")
     overlap = query_payload_overlap([RetrievalPair(**p) for p in pairs], bank)
     assert overlap["verbatim"] == 0
+
+
+def test_an_evaluation_refuses_a_bank_built_from_its_tasks(tmp_path: Path) -> None:
+    from genmem.envs.base import Task
+    from genmem.errors import BankHoldsTasks
+    from genmem.experiments.contamination import check_bank_is_clean, tasks_in_bank
+    from genmem.memory.sid import DEFAULT_SPEC
+    from genmem.memory.sqlite_store import SQLiteBankStore
+    from tests.conftest import TEST_HASH
+
+    store = SQLiteBankStore(tmp_path / "b.db")
+    bank = store.create_bank("qa", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
+    row = qa_seed_rows()[0]
+    source = {"source": "qa-train", "index": 0, "question": row["question"]}
+    text = qa_abstract_experience(row["question"])
+    bank.insert((1, 2, 0, 0), text, metadata={"sources": [source]})
+    inside = Task(id=row["id"], query="  " + row["question"].upper())  # case and spacing aside
+    outside = Task(id="hotpotqa-0", query="Were Scott Derrickson and Ed Wood of one nationality?")
+    assert tasks_in_bank(bank, [inside, outside]) == [row["id"]]
+    check_bank_is_clean(bank, [outside])
+    before = bank.stats().events
+    with pytest.raises(BankHoldsTasks, match=r"built from 1 of the 2 tasks \(hotpotqa-100\)"):
+        check_bank_is_clean(bank, [inside, outside])
+    assert bank.stats().events == before
