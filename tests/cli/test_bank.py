@@ -322,3 +322,15 @@ def test_seed_builds_a_bank_and_writes_its_retrieval_pairs(tmp_path, capsys) -> 
     with pytest.raises(SystemExit) as exc:
         main(["bank", "seed", "--size", "0"])
     assert exc.value.code == 2
+
+
+def test_seed_a_qa_bank(tmp_path, capsys) -> None:
+    argv = ["bank", "seed", "--source", "qa", "--size", "48", "--json"]
+    assert main([*argv, "--distill", "procedure"]) == 2
+    assert "abstract experiences only" in capsys.readouterr().err
+    assert main([*argv, "--distill", "abstract", "--size", "301"]) == 2
+    assert "has 300 questions" in capsys.readouterr().err
+    assert main([*argv, "--distill", "abstract"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["bank_id"].startswith("qa-seed-") and info["pairs"] == 48
+    assert info["overlap"]["verbatim"] == 0
