@@ -278,6 +278,18 @@ def _check_input(state: EvolverState) -> tuple[str, str, str | None]:
     return query, text, outcome
 
 
+def _read_memory(state: EvolverState, slot: _Slot | None) -> tuple[str, ...]:
+    """What the run read from the bank besides the slot's own entry: support and neighbours."""
+    texts = []
+    trajectory = state.get("trajectory")
+    if isinstance(trajectory, dict) and isinstance(trajectory.get("support"), str):
+        texts.append(trajectory["support"])
+    if slot is not None:
+        hits = slot.hits[1:] if slot.exact else slot.hits
+        texts += [h["payload"] for h in hits if isinstance(h.get("payload"), str)]
+    return tuple(t for t in texts if t.strip())
+
+
 def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     where = ".".join(str(p) for p in err["loc"]) or "value"
@@ -585,7 +597,7 @@ def build_evolver_graph(
             query, trajectory, outcome = _check_input(state)
             stored = [slot.hits[0]["payload"]] if slot is not None and slot.exact else []
             sources = (query, trajectory, outcome or "", *stored)
-            gate = WriteGate(sources=sources, config=cfg.gate)
+            gate = WriteGate(sources=sources, config=cfg.gate, memory=_read_memory(state, slot))
         try:
             result = bank.apply(update, actor=cfg.actor, gate=gate)
         except GenMemError as exc:

@@ -14,6 +14,12 @@ gate refuses it before the write, with a reason a summary can count:
 - ``markup``: prompt markup or delimiter tags (``<tool_response>``, ``</retrieved_memory>``, an
   escaped ``&lt;`` from a data block, chat-template tokens such as ``<|im_start|>``); SID
   tokens are the memory's own vocabulary and pass;
+- ``unfinished``: the text stops mid-thought: an open bracket never closed, or a last word that
+  cannot end a statement (``the``, ``of``, ``is``, ``He'll``) or a trailing operator;
+- ``copied``: a new entry whose word 3-grams are mostly (``max_copied_share``) those of one text
+  the writer read from the bank (the retrieved support, the neighbours of the slot): a copy adds
+  nothing, and the small default model copies the unrelated entry it was shown (checked only
+  for inserts, and only when the writer passes what it read);
 - ``ungrounded``: not one content word shared with the task or trajectory it was written from
   (checked only when the writer passes those sources).
 
@@ -43,7 +49,9 @@ __all__ = [
     "check_payload",
 ]
 
-Reason = Literal["empty", "symbols", "repetition", "field_names", "markup", "ungrounded"]
+Reason = Literal[
+    "empty", "symbols", "repetition", "field_names", "markup", "unfinished", "copied", "ungrounded"
+]
 REASONS: tuple[Reason, ...] = get_args(Reason)
 
 
@@ -63,6 +71,9 @@ class GateConfig:
     """Compressed size over raw size below this (texts of 200+ bytes) is ``repetition``."""
     max_name_fields: float = 0.5
     """At least this share of ``name: value`` lines holding their own name is ``field_names``."""
+    max_copied_share: float = 0.6
+    """At least this share of an insert's word 3-grams found in one text read from the bank is
+    ``copied`` (texts of 6+ words)."""
 
 
 DEFAULT_GATE = GateConfig()
@@ -104,6 +115,47 @@ _STOP = frozenset(
 )
 
 
+# words a statement cannot end on: articles, prepositions, conjunctions, auxiliaries
+_DANGLING = frozenset(
+    "a an the of to in on at for with by from into onto per via and or but nor than as if "
+    "because so is are was were be been being am will would can could shall should may might "
+    "must has have had do does did its their his her our your my whose".split()
+)
+_DANGLING_TAIL = re.compile(r"(?:['’](?:ll|d|re|ve)|[(\[{,:;=+\-*/×÷])$", re.IGNORECASE)
+_PAIRS = (("(", ")"), ("[", "]"), ("{", "}"))
+_OPEN_TAIL = 40
+"""Characters after an unclosed bracket within which the text counts as cut off."""
+
+
+def _unfinished(text: str, words: list[str]) -> str | None:
+    """Why ``text`` stops mid-thought, or None."""
+    for left, right in _PAIRS:
+        # cut off inside brackets: the last one opened, nothing closed after it, near the end
+        # (a typo's stray bracket in mid-text is not a cut)
+        tail = text[text.rfind(left) :] if left in text else ""
+        if tail and right not in tail and len(tail) <= _OPEN_TAIL:
+            return f"{left!r} opened and never closed"
+    if _DANGLING_TAIL.search(text):
+        return f"it ends on {text[-8:]!r}"
+    if words and words[-1] in _DANGLING and text[-1].isalpha():
+        return f"it ends on {words[-1]!r}"
+    return None
+
+
+def _copied(words: list[str], memory: Sequence[str], config: GateConfig) -> str | None:
+    """Whether ``words`` mostly repeat one of the ``memory`` texts, word 3-gram by 3-gram."""
+    if len(words) < 6:
+        return None
+    grams = set(zip(words, words[1:], words[2:], strict=False))
+    for text in memory:
+        other = _words(text)
+        seen = set(zip(other, other[1:], other[2:], strict=False))
+        share = len(grams & seen) / len(grams)
+        if share >= config.max_copied_share:
+            return f"{share:.0%} of its 3-word phrases repeat an entry it read from the bank"
+    return None
+
+
 def _words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
@@ -126,12 +178,14 @@ def check_payload(
     *,
     sources: Sequence[str] = (),
     previous: str | None = None,
+    memory: Sequence[str] = (),
     config: GateConfig = GateConfig(),
 ) -> GateVerdict:
     """The gate's verdict on writing ``payload`` (``previous``: the stored text a revise replaces).
 
     ``sources`` are the texts the payload was written from (task, trajectory, merged records);
-    without them the grounding check is skipped.
+    without them the grounding check is skipped. ``memory`` are the bank entries the writer read
+    (not the slot's own text): an insert that copies one of them is refused.
     """
     if previous is not None and previous.strip() and _norm(payload) == _norm(previous):
         return GateVerdict(action="retain", detail="the same text as the stored version")
@@ -154,6 +208,10 @@ def check_payload(
             return _reject("repetition", reason)
     if reason := _field_names(fields, config):
         return _reject("field_names", reason)
+    if reason := _unfinished(text, words):
+        return _reject("unfinished", reason)
+    if previous is None and (reason := _copied(words, memory, config)):
+        return _reject("copied", reason)
     if sources:
         known = _content([w for s in sources for w in _words(s)])
         own = _content(words)
@@ -169,10 +227,19 @@ class WriteGate:
     sources: tuple[str, ...] = ()
     """Task, trajectory or merged records; empty skips the grounding check."""
     config: GateConfig = GateConfig()
+    memory: tuple[str, ...] = ()
+    """Entries the writer read from the bank, other than the slot's own: an insert may not copy
+    one of them."""
 
     def check(self, payload: str, previous: str | None = None) -> GateVerdict:
         """The verdict on writing ``payload`` over ``previous`` (None: an empty slot)."""
-        return check_payload(payload, sources=self.sources, previous=previous, config=self.config)
+        return check_payload(
+            payload,
+            sources=self.sources,
+            previous=previous,
+            memory=self.memory,
+            config=self.config,
+        )
 
 
 def _repetition(text: str, words: list[str], config: GateConfig) -> str | None:

@@ -123,6 +123,15 @@ def test_the_gate_refuses_junk_and_the_bank_logs_why(bank_url, bank, op, sid, pa
     assert bank.get(A).payload == OLD and bank.get(A).version == 1 and bank.get(FAR) is None
 
 
+def test_an_insert_that_copies_the_support_it_was_given_is_refused(bank_url, bank) -> None:
+    given = TRAJECTORY.model_copy(update={"support": OLD}).model_dump()
+    out = _run(_graph([_decision("insert", OLD, FAR)], FAR), bank_url, trajectory=given)
+    assert out["error"]["kind"] == "gated" and out["error"]["gate_reason"] == "copied"
+    assert bank.get(FAR) is None and bank.stats().rejections == {"copied": 1}
+    out = _run(_graph([_decision("insert", NEW, FAR)], FAR), bank_url, trajectory=given)
+    assert out["update"]["outcome"] == "inserted"  # its own words pass
+
+
 def test_a_respelt_payload_is_kept_and_the_gate_can_be_turned_off(bank_url, bank) -> None:
     out = _run(_graph([_decision("revise", "  " + OLD.upper(), A)], A), bank_url)
     assert out["update"]["outcome"] == "retained" and bank.get(A).version == 1
