@@ -110,7 +110,7 @@ def test_a_qa_bank_and_its_pairs(tmp_path: Path) -> None:
     assert {p["query"] for p in pairs} == questions
     for pair in pairs:
         payload = bank.get(pair["reference_sid"]).payload
-        assert pair["query"] not in payload and payload.startswith("Question form: ")
+        assert pair["query"] not in payload and "Question form: " in payload
     overlap = query_payload_overlap([RetrievalPair(**p) for p in pairs], bank)
     assert overlap["verbatim"] == 0
 
