@@ -115,11 +115,11 @@ _STOP = frozenset(
 )
 
 
-# words a statement cannot end on: articles, prepositions, conjunctions, auxiliaries
+# words a statement cannot end on: articles, a few prepositions, conjunctions, possessives and
+# the copula; not particles (``plug in``) or auxiliaries and modals (``as it does``, ``a can``)
 _DANGLING = frozenset(
-    "a an the of to in on at for with by from into onto per via and or but nor than as if "
-    "because so is are was were be been being am will would can could shall should may might "
-    "must has have had do does did its their his her our your my whose".split()
+    "a an the of with from into onto per via and or but nor than because whose its their my "
+    "your our is are was were".split()
 )
 _DANGLING_TAIL = re.compile(r"(?:['’](?:ll|d|re|ve)|[(\[{,:;=+\-*/×÷])$", re.IGNORECASE)
 _PAIRS = (("(", ")"), ("[", "]"), ("{", "}"))
@@ -137,8 +137,9 @@ def _unfinished(text: str, words: list[str]) -> str | None:
             return f"{left!r} opened and never closed"
     if _DANGLING_TAIL.search(text):
         return f"it ends on {text[-8:]!r}"
-    if words and words[-1] in _DANGLING and text[-1].isalpha():
-        return f"it ends on {words[-1]!r}"
+    last = _WORD.findall(text)[-1] if words else ""
+    if last in _DANGLING and text[-1].isalpha():  # lower case: "add April and May" ends well
+        return f"it ends on {last!r}"
     return None
 
 

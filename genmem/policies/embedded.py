@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from genmem.errors import ModelUnavailable
+from genmem.policies.policy_dir import PolicyInfo, cache_root, write_info
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -155,8 +156,6 @@ def _assembled_gemma(model: EmbeddedModel) -> Iterator[Path]:
 
 
 def _models_root() -> Path:
-    from genmem.policies.local import cache_root
-
     root = cache_root() / "models"
     root.mkdir(parents=True, exist_ok=True)
     return root
@@ -187,8 +186,6 @@ def _convert(model: EmbeddedModel, gguf: Path, target: Path) -> None:
     """Dequantise ``gguf`` into an ordinary transformers directory at ``target`` (atomically)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from genmem.policies.local import PolicyInfo, write_info
 
     # The SmolLM2 GGUF's tokenizer asks for WordPiece-style space clean-up, which transformers
     # skips for BPE with a warning on every decode: say no once, here, so the copy carries it.

@@ -10,18 +10,23 @@ training package), with a ``genmem_policy.json`` describing its SID vocabulary.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, Field
-
 from genmem.errors import ModelUnavailable
 from genmem.memory.sid import SIDSpec
 from genmem.policies.embedded import EMBEDDED_MODELS, default_gguf_path
+from genmem.policies.policy_dir import (
+    POLICY_FILE,
+    Alignment,
+    PolicyInfo,
+    cache_root,
+    read_info,
+    write_info,
+)
 from genmem.policies.prefix_cache import PrefixCache
 
 __all__ = [
@@ -41,42 +46,6 @@ __all__ = [
 
 DEFAULT_MODEL_ID = "SmolLM2-135M-Instruct"
 """The default model's upstream name."""
-POLICY_FILE = "genmem_policy.json"
-"""File in a policy directory that records its SID vocabulary and where it came from."""
-
-
-class Alignment(BaseModel):
-    """Which bank and codebooks a policy's SID tokens were aligned to, and how well."""
-
-    bank_id: str
-    codebook_hash: str = Field(description="The codebooks whose addresses the policy learnt.")
-    steps: int = Field(ge=0, description="Optimiser steps of the alignment run.")
-    examples: int = Field(ge=0, description="Training examples in its mix.")
-    heldout: dict[str, Any] = Field(
-        default_factory=dict, description="Held-out prefix accuracy after training (by k)."
-    )
-    at: float = Field(description="When it finished (Unix time).")
-
-
-class PolicyInfo(BaseModel):
-    """What ``genmem_policy.json`` records about a policy directory."""
-
-    base_model: str = Field(description="Model the weights started from.")
-    sid_sizes: list[int] | None = Field(
-        default=None, description="Codebook sizes whose SID tokens the tokenizer holds."
-    )
-    sid_token_init: str | None = Field(
-        default=None, description="How the SID token embeddings were initialised."
-    )
-    codebook_hash: str | None = Field(
-        default=None, description="Hash of the codebooks the policy was trained against."
-    )
-    alignment: Alignment | None = Field(
-        default=None,
-        description="Set by SID alignment (genmem train align); None: the SID tokens are "
-        "untrained, so ``--addresser auto`` quantises instead of generating.",
-    )
-    notes: dict[str, Any] = Field(default_factory=dict)
 
 
 class ReplyMemo:
@@ -166,11 +135,6 @@ class LocalPolicy:
         return f"LocalPolicy({self.info.base_model!r}, path={str(self.path)!r})"
 
 
-def cache_root() -> Path:
-    """Where converted models are cached: ``$GENMEM_CACHE`` or ``~/.cache/genmem``."""
-    return Path(os.environ.get("GENMEM_CACHE") or Path.home() / ".cache" / "genmem")
-
-
 def model_directory(spec: str | os.PathLike[str] | None) -> Path:
     """The model folder a spec names: an embedded model (converted once) or a directory.
 
@@ -188,18 +152,6 @@ def model_directory(spec: str | os.PathLike[str] | None) -> Path:
         return embedded_directory(model)
     assert path is not None
     return path
-
-
-def write_info(directory: Path, info: PolicyInfo) -> None:
-    """Write ``genmem_policy.json`` into ``directory``."""
-    (directory / POLICY_FILE).write_text(info.model_dump_json(indent=2) + "\n", encoding="utf-8")
-
-
-def _read_info(directory: Path) -> PolicyInfo:
-    path = directory / POLICY_FILE
-    if path.is_file():
-        return PolicyInfo.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    return PolicyInfo(base_model=directory.name)
 
 
 _CACHE: dict[str, LocalPolicy] = {}
@@ -299,7 +251,7 @@ def _load(directory: Path, dtype: Dtype) -> LocalPolicy:
     model.eval()
     _align_eos(tokenizer, model)
     return LocalPolicy(
-        model=model, tokenizer=tokenizer, info=_read_info(directory), path=directory, dtype=dtype
+        model=model, tokenizer=tokenizer, info=read_info(directory), path=directory, dtype=dtype
     )
 
 

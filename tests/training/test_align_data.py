@@ -30,9 +30,9 @@ SPEC = SIDSpec((4, 2, 2, 2))
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from genmem.policies.local import _default_dir
+    from genmem.policies.local import model_directory
 
-    return AutoTokenizer.from_pretrained(_default_dir())
+    return AutoTokenizer.from_pretrained(model_directory(None))
 
 
 @pytest.fixture

@@ -40,7 +40,7 @@ def _mid(bank_url: str, out, role: str, capsys) -> tuple[dict, list[dict]]:
     """One role's mid-training on 1 task, 2 SFT steps; the report and the traces."""
     code = main([
         "train", "mid", "--bank", bank_url, "--role", role, "--keep", "valid", "--limit", "1",
-        "--train-steps", "2", "--max-new-tokens", "24", "--out", str(out), "--json",
+        "--train-steps", "2", "--max-new-tokens", "40", "--out", str(out), "--json",
     ])  # fmt: skip
     assert code == 0
     report = json.loads(capsys.readouterr().out)
