@@ -101,20 +101,14 @@ _GEMMA = EmbeddedModel(
     end_of_turn="<end_of_turn>",
 )
 EMBEDDED_MODELS: dict[str, EmbeddedModel] = {m.name: m for m in (DEFAULT_MODEL, _GEMMA)}
-_ALIASES = {
-    "default": DEFAULT_MODEL,
-    "local": DEFAULT_MODEL,
-    "SmolLM2-135M-Instruct": DEFAULT_MODEL,
-}
+_ALIASES = {alias: DEFAULT_MODEL for alias in ("default", "local", DEFAULT_MODEL.model_id)}
 
 
 def embedded_model(spec: str | os.PathLike[str] | None) -> EmbeddedModel | None:
     """The embedded model a spec names (None, ``default``, ``local`` or a name), else None."""
     if spec is None:
         return DEFAULT_MODEL
-    text = str(spec).strip()
-    if text.startswith("local:"):
-        text = text.removeprefix("local:")
+    text = str(spec).strip().removeprefix("local:")
     return _ALIASES.get(text) or EMBEDDED_MODELS.get(text)
 
 

@@ -18,7 +18,13 @@ from typing import Any, Literal, get_args
 
 from genmem.errors import ModelUnavailable
 from genmem.memory.sid import SIDSpec
-from genmem.policies.embedded import EMBEDDED_MODELS, default_gguf_path
+from genmem.policies.embedded import (
+    DEFAULT_MODEL,
+    EMBEDDED_MODELS,
+    default_gguf_path,
+    embedded_directory,
+    embedded_model,
+)
 from genmem.policies.policy_dir import (
     POLICY_FILE,
     Alignment,
@@ -44,7 +50,7 @@ __all__ = [
     "save_policy",
 ]
 
-DEFAULT_MODEL_ID = "SmolLM2-135M-Instruct"
+DEFAULT_MODEL_ID = DEFAULT_MODEL.model_id
 """The default model's upstream name."""
 
 
@@ -142,8 +148,6 @@ def model_directory(spec: str | os.PathLike[str] | None) -> Path:
     :data:`~genmem.policies.embedded.EMBEDDED_MODELS` (``gemma3-270m``) name embedded models,
     with or without ``local:``; an existing directory of that name wins.
     """
-    from genmem.policies.embedded import embedded_directory, embedded_model
-
     path = None if spec is None else Path(str(spec).strip().removeprefix("local:")).expanduser()
     if path is not None and (path / "config.json").is_file():
         return path
