@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from genmem.errors import BankHoldsTasks
+from genmem.memory.build import source_query
 
 __all__ = ["check_bank_is_clean", "tasks_in_bank"]
 
@@ -23,14 +24,8 @@ def _norm(text: str) -> str:
 
 
 def _source_texts(bank: Any) -> set[str]:
-    texts = set()
-    for entry in bank.entries():
-        for src in (entry.metadata or {}).get("sources", []):
-            for key in ("question", "query"):
-                value = src.get(key) if isinstance(src, dict) else None
-                if isinstance(value, str) and value.strip():
-                    texts.add(_norm(value))
-    return texts
+    found = (source_query(s) for e in bank.entries() for s in (e.metadata or {}).get("sources", []))
+    return {_norm(text) for text in found if text}
 
 
 def tasks_in_bank(bank: Any, tasks: Iterable[Any]) -> list[str]:

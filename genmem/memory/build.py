@@ -36,10 +36,13 @@ __all__ = [
     "concat_consolidate",
     "group_by_sid",
     "record_sources",
+    "source_query",
 ]
 
 PROVENANCE_KEYS = ("query", "question", "answer", "trajectory")
 """Metadata fields that hold what a record was written from (the gate's grounding)."""
+QUERY_KEYS = ("query", "question")
+"""Where a source names its task: cold-start runs write ``query``, seed rows ``question``."""
 
 
 class ExperienceRecord(BaseModel):
@@ -93,6 +96,17 @@ def record_sources(records: Sequence[ExperienceRecord]) -> list[str]:
     """What the records at one slot were written from: their provenance, else their texts."""
     found = [str(r.metadata[k]) for r in records for k in PROVENANCE_KEYS if r.metadata.get(k)]
     return found or [r.text for r in records]
+
+
+def source_query(source: object) -> str:
+    """The task text one ``metadata["sources"]`` item names, else ``""``."""
+    if not isinstance(source, dict):
+        return ""
+    for key in QUERY_KEYS:
+        value = source.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return ""
 
 
 class BuildReport(BaseModel):

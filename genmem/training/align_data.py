@@ -10,9 +10,8 @@ Every live entry of a bank gives (paper, appendix B.5):
 - ``trajectory_sid`` (tau -> z): each source trajectory, shown with its own query -> the SID.
 
 Queries and trajectories come from ``metadata["sources"]``, kept as (query, trajectory) pairs:
-cold-start banks record ``query`` and ``trajectory``; GSM8K seed banks record the training
-problem's index, whose question is the query and whose worked reference solution is the
-trajectory.
+cold-start banks record ``query`` and ``trajectory``; seed banks record the ``question`` (a GSM8K
+one also its training problem's index, whose worked reference solution is the trajectory).
 
 Forward mappings use exactly the prompt SID decoding uses at inference (the addressing
 instruction, then the context as MemRetriever or MemEvolver phrases it), so what is trained is
@@ -42,6 +41,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from genmem.memory.build import source_query
 from genmem.policies.prompts import evolver_user_message, retriever_user_message
 from genmem.policies.sid_decoding import ADDRESS_PROMPT, address_prompt
 
@@ -219,12 +219,12 @@ def entry_sources(bank: Any, describe: Callable[[str], str] | None = None) -> li
         for src in (entry.metadata or {}).get("sources", []):
             if not isinstance(src, dict):
                 continue
-            query, trajectory = src.get("query"), src.get("trajectory")
-            if not query and src.get("source") == "gsm8k-train" and "index" in src:
+            query, trajectory = source_query(src), src.get("trajectory")
+            if (not query or not trajectory) and src.get("source") == "gsm8k-train" and "index" in src:
                 rows = rows if rows is not None else _gsm8k_rows()
                 i = int(src["index"])
                 if 0 <= i < len(rows):
-                    query = rows[i]["question"]
+                    query = query or rows[i]["question"]
                     trajectory = trajectory or rows[i]["answer"].split("####")[0].strip()
             pair = SourcePair(query=str(query or ""), trajectory=str(trajectory or ""))
             if (pair.query or pair.trajectory) and pair not in pairs:
@@ -324,6 +324,12 @@ def alignment_data(
         raise ValueError("the bank has no entries with a payload: nothing to align with")
     rng = random.Random(cfg.seed)
     pairs = [{"query": q, "reference_sid": s.sid} for s in sources for q in s.queries]
+    if cfg.heldout > 0 and len(pairs) < 2:
+        raise ValueError(
+            f"{len(pairs)} entries of this bank name the query they came from (metadata "
+            "'sources', key 'query' or 'question'): at least 2 are needed to hold some out, so "
+            "the alignment could not be measured; build the bank with its sources"
+        )
     n_held = min(cfg.max_heldout, round(len(pairs) * cfg.heldout))
     if cfg.heldout > 0 and len(pairs) >= 2:
         n_held = max(1, min(n_held, len(pairs) - 1))

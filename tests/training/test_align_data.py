@@ -104,6 +104,32 @@ def test_sources_read_queries_and_trajectories_from_metadata(bank) -> None:
     assert seed.sources[0].trajectory and "####" not in seed.sources[0].trajectory
 
 
+def test_a_qa_seed_source_names_its_question_and_a_bank_without_queries_is_refused(
+    tmp_path, tokenizer
+) -> None:
+    store = SQLiteBankStore(tmp_path / "qa.db")
+    qa = store.create_bank("qa", spec=SPEC, codebook_hash=TEST_HASH)
+    asked = ["Who directed film A?", "Where was the author of B born?"]
+    records = [
+        ExperienceRecord(
+            text=f"Question form: {q}\nPlan: find each entity in turn.",
+            metadata={"source": "qa-train", "index": i, "question": q},  # as the QA seed writes
+        )
+        for i, q in enumerate(asked)
+    ]
+    build_bank(qa, records, [SPEC.make((0, 0, 0, 0)), SPEC.make((1, 0, 0, 0))], progress=False)
+    assert sorted(q for s in entry_sources(qa) for q in s.queries) == sorted(asked)
+    data = alignment_data(entry_sources(qa), tokenizer, AlignDataConfig(heldout=0.5))
+    assert len(data.heldout) == 1 and Counter(x.mapping for x in data.train)["query_sid"] == 1
+
+    bare = store.create_bank("bare", spec=SPEC, codebook_hash=TEST_HASH)
+    plain = [ExperienceRecord(text=r.text, metadata={"source": "file"}) for r in records]
+    build_bank(bare, plain, [SPEC.make((0, 0, 0, 0)), SPEC.make((1, 0, 0, 0))], progress=False)
+    with pytest.raises(ValueError, match="name the query they came from"):
+        alignment_data(entry_sources(bare), tokenizer, AlignDataConfig(heldout=0.1))
+    assert alignment_data(entry_sources(bare), tokenizer, AlignDataConfig(heldout=0.0)).train
+
+
 def test_all_five_mappings_with_inference_prompts(bank, tokenizer) -> None:
     data = alignment_data(entry_sources(bank), tokenizer, AlignDataConfig(heldout=0.0))
     counts = Counter(x.mapping for x in data.train)
