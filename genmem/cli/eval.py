@@ -21,7 +21,7 @@ from genmem.cli.common import (
 from genmem.cli.sid import addressing_policy
 from genmem.cli.tasks import add_task_arguments, check_task_source, environment, first_error
 
-__all__ = ["register"]
+__all__ = ["bank_or_seed", "register"]
 
 _DEFAULT_BANK_SIZE = 2000
 
@@ -96,13 +96,13 @@ def _methods(args: argparse.Namespace) -> list[str]:
         raise CLIError(f"--methods: {exc}") from None
 
 
-def _bank_url(args: argparse.Namespace, out: Path, *, progress: bool) -> str:
-    """The bank to evaluate with: --bank, or a copy of the cached seed bank in ``out``."""
+def bank_or_seed(bank: str | None, out: Path, *, progress: bool) -> str:
+    """The bank to run with: ``bank`` (--bank), or a copy of the cached seed bank in ``out``."""
     from genmem.memory.location import open_bank
 
-    if args.bank:
-        open_bank(args.bank)  # fails early, with a clear error, on a bad URL or bank
-        return str(args.bank)
+    if bank:
+        open_bank(bank)  # fails early, with a clear error, on a bad URL or bank
+        return str(bank)
     from genmem.experiments.seed_bank import SeedBankConfig, build_seed_bank, copy_bank_file
 
     seed = build_seed_bank(
@@ -128,7 +128,7 @@ def _eval(args: argparse.Namespace) -> int:
     env = environment(args)
     out.mkdir(parents=True, exist_ok=True)
     memory = any(m != "none" for m in methods)
-    bank_url = _bank_url(args, out, progress=not args.json) if memory else None
+    bank_url = bank_or_seed(args.bank, out, progress=not args.json) if memory else None
     try:
         settings = EvalSettings(
             methods=methods,  # type: ignore[arg-type]

@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     from genmem.cli.demo import register as register_demo
     from genmem.cli.eval import register as register_eval
     from genmem.cli.evolve import register as register_evolve
+    from genmem.cli.experiment import register as register_experiment
     from genmem.cli.run import register as register_run
     from genmem.cli.serve import register as register_serve
     from genmem.cli.sid import register as register_sid
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_sid(sub)
     register_eval(sub)
     register_evolve(sub)
+    register_experiment(sub)
     register_train(sub)
     register_serve(sub)
     return parser

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from genmem.experiments.evaluate import EvalReport
+    from genmem.experiments.symbols import SymbolsReport
 
-__all__ = ["plot_eval_summary", "plot_prefix_hits"]
+__all__ = ["plot_eval_summary", "plot_prefix_hits", "plot_symbols"]
 
 _COLORS = {"none": "#8C8C8C", "tfidf": "#DD8452", "dense": "#55A868", "sid": "#4C72B0"}
 
@@ -90,6 +91,33 @@ def plot_prefix_hits(reports: Mapping[str, Mapping[str, Any]], levels: int, path
         ax.set_ylim(0, 105)
     axes[0].set_ylabel("% of queries")
     axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_symbols(report: SymbolsReport, path: Path) -> Path:
+    """Score per condition, one line per beam size k, with interval bars; raw as a band."""
+    plt = _pyplot()
+    names = [c for c in report.conditions if c != "raw"]
+    fig, ax = plt.subplots(figsize=(2.0 + 0.8 * max(1, len(names)), 3.4))
+    raw = next(iter(report.conditions.get("raw", {}).values()), None)
+    if raw is not None:
+        lo, hi = (100 * c for c in raw.score.ci)
+        ax.axhspan(lo, hi, color="#8C8C8C", alpha=0.15, linewidth=0)
+        ax.axhline(100 * raw.score.mean, color="#8C8C8C", linestyle="--", label="raw")
+    for i, k in enumerate(report.beams):
+        cells = [report.conditions[c].get(str(k)) for c in names]
+        xs = [j + (i - (len(report.beams) - 1) / 2) * 0.12 for j, c in enumerate(cells) if c]
+        values = [100 * c.score.mean for c in cells if c]
+        cis = [[100 * b for b in c.score.ci] for c in cells if c]
+        ax.errorbar(xs, values, yerr=_yerr(values, cis), marker="o", capsize=3, label=f"k={k}")
+    ax.set_xticks(range(len(names)), names, rotation=30)
+    ax.set_ylim(0, 105)
+    ax.set_ylabel(f"{report.metric}, % ({100 * report.intervals.confidence:g}% interval)")
+    ax.set_title(f"{report.bench}: SID symbols (n={report.tasks}, tokens as {report.sid_tokens})")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

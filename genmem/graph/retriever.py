@@ -1,11 +1,12 @@
-"""The MemRetriever subgraph: generate one SID, look it up through a real tool call, rewrite.
+"""The MemRetriever subgraph: generate an SID, look it up through a real tool call, rewrite.
 
 ``address -> lookup -> rewrite``:
 
 - ``address`` asks the addressing policy (a :class:`~genmem.policies.types.SIDGenerator`; by
   default constrained decoding on the retriever's own local model, so the SID is always valid)
   for candidates, optionally reranks them against the bank's payloads, and writes an assistant
-  message that calls ``memory_lookup`` with exactly one SID;
+  message that calls ``memory_lookup`` with the chosen SID (or, with ``lookup="candidates"``,
+  every candidate in ranked order);
 - ``lookup`` is LangGraph's ``ToolNode`` running the real tool; the bank comes from the run
   context (``bank_url``, ``bank_id``, ``memory_k``) or the graph's store;
 - ``rewrite`` has the retriever's chat model turn what came back into short, task-adaptive
@@ -40,7 +41,7 @@ from genmem.policies.backends import load_chat_model
 from genmem.policies.prompts import NO_MEMORY_ANSWER, retriever_prompt, retriever_user_message
 from genmem.policies.rerank import Reranker
 from genmem.policies.types import AllowedMode, SIDGenerator
-from genmem.tools.lookup import create_memory_lookup_tool
+from genmem.tools.lookup import DEFAULT_MAX_SIDS, create_memory_lookup_tool
 
 __all__ = [
     "MemoryContext",
@@ -102,6 +103,9 @@ class RetrieverConfig:
     addresser: Addresser = "auto"
     """``auto`` (an aligned policy generates, else the quantizer), ``generative``, ``quantizer``;
     ignored when the graph is given its own ``sid_generator``."""
+    lookup: Literal["chosen", "candidates"] = "chosen"
+    """Look up the chosen SID only (the default), or every candidate, in ranked order (what
+    the SID-symbol experiment's text conditions read with ``beam`` = k)."""
 
     def __post_init__(self) -> None:
         check_addresser(self.addresser)
@@ -109,6 +113,8 @@ class RetrieverConfig:
             raise ValueError(f"beam={self.beam}: use 1 (greedy) to 50")
         if self.rerank and self.beam < 2:
             raise ValueError("rerank=True needs beam >= 2 candidates to choose from")
+        if self.lookup not in ("chosen", "candidates"):
+            raise ValueError(f"lookup={self.lookup!r}: use 'chosen' or 'candidates'")
 
 
 def extract_answer(text: str) -> str:
@@ -163,7 +169,8 @@ def build_retriever_graph(
             HumanMessage(task),
         ]
         if chosen is not None:
-            call = {"name": "memory_lookup", "args": {"sid_list": [chosen]}, "id": "lookup-1"}
+            sids = order if cfg.lookup == "candidates" else [chosen]
+            call = {"name": "memory_lookup", "args": {"sid_list": sids}, "id": "lookup-1"}
             messages.append(AIMessage("", tool_calls=[call]))
         return {
             "messages": messages,
@@ -193,7 +200,8 @@ def build_retriever_graph(
 
     g = StateGraph(RetrieverState, context_schema=MemoryContext)
     g.add_node("address", address)
-    g.add_node("lookup", ToolNode([create_memory_lookup_tool()]))
+    max_sids = max(DEFAULT_MAX_SIDS, cfg.beam)  # a lookup of every candidate takes the beam
+    g.add_node("lookup", ToolNode([create_memory_lookup_tool(max_sids=max_sids)]))
     g.add_node("rewrite", rewrite)
     g.add_edge(START, "address")
     g.add_conditional_edges("address", route, ["lookup", "rewrite"])

@@ -220,7 +220,8 @@ def entry_sources(bank: Any, describe: Callable[[str], str] | None = None) -> li
             if not isinstance(src, dict):
                 continue
             query, trajectory = source_query(src), src.get("trajectory")
-            if (not query or not trajectory) and src.get("source") == "gsm8k-train" and "index" in src:
+            gsm8k = src.get("source") == "gsm8k-train" and "index" in src
+            if gsm8k and not (query and trajectory):
                 rows = rows if rows is not None else _gsm8k_rows()
                 i = int(src["index"])
                 if 0 <= i < len(rows):

@@ -1,0 +1,159 @@
+"""`genmem experiment`: the paper's analyses that are neither an evaluation nor training."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from genmem.cli.common import (
+    CLIError,
+    add_addresser_argument,
+    add_budget_arguments,
+    add_concurrency_argument,
+    add_sid_model_argument,
+    check_concurrency,
+    emit,
+    positive_int,
+)
+from genmem.cli.tasks import add_task_arguments, check_task_source, environment
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``genmem experiment`` and its sub-commands."""
+    p = sub.add_parser("experiment", help="analyses of the memory: SID symbols")
+    inner = p.add_subparsers(dest="experiment", required=True, metavar="EXPERIMENT")
+    s = inner.add_parser(
+        "symbols",
+        help="do a task's SIDs, shown as tokens, help a solver? (prefix depth, text, controls)",
+        description=(
+            "For each task the addresser gives k SIDs (--beams). The same solver (StackPlanner, "
+            "one budget) answers under each condition: raw; the SIDs' first 1, 2, 3 levels "
+            "(l1, l1_l2, l1_l3) or all of them (full), level-first, no text; the entries they "
+            "look up rewritten by MemRetriever (rewrite) or as they are (retrieved); and two "
+            "controls at full depth: another task's SIDs (shuffled) and random valid ones "
+            "(random). Writes records.jsonl (resumable), summary.json (condition -> k -> mean "
+            "with a bootstrap interval and the paired difference to raw) and symbols.png."
+        ),
+    )
+    add_task_arguments(s, default="gsm8k-test")
+    s.add_argument("--limit", type=positive_int, help="first N tasks")
+    s.add_argument(
+        "--beams", default="1,5,10", help="comma-separated k: SIDs per task (default 1,5,10)"
+    )
+    s.add_argument(
+        "--conditions",
+        help="comma-separated subset of raw,l1,l1_l2,l1_l3,full,rewrite,retrieved,shuffled,"
+        "random (default all; raw always runs)",
+    )
+    s.add_argument(
+        "--bank",
+        help="bank URL (default: the GSM8K seed bank of reference digests, built once, cached)",
+    )
+    s.add_argument("--model", default="local", help="model spec of the solver and the rewrite")
+    add_addresser_argument(s)
+    add_sid_model_argument(s)
+    s.add_argument(
+        "--memory-k", type=positive_int, default=1, help="entries one SID's lookup returns (1)"
+    )
+    s.add_argument(
+        "--control-seed", type=int, default=0, help="seed of the shuffled and random SIDs (0)"
+    )
+    add_budget_arguments(s)
+    add_concurrency_argument(s)
+    s.add_argument("--out", required=True, help="output folder")
+    s.add_argument("--json", action="store_true", help="print one JSON summary object")
+    s.set_defaults(func=_symbols)
+
+
+def _ints(text: str, flag: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise CLIError(f"{flag} {text!r}: comma-separated whole numbers, e.g. 1,5,10") from None
+    if not values:
+        raise CLIError(f"{flag} {text!r}: name at least one")
+    return values
+
+
+def _symbols(args: argparse.Namespace) -> int:
+    from genmem.cli.eval import bank_or_seed
+    from genmem.cli.sid import addressing_policy
+    from genmem.experiments.plots import plot_symbols
+    from genmem.experiments.stats import format_interval
+    from genmem.experiments.symbols import CONDITIONS, SymbolsConfig, run_symbols
+
+    check_task_source(args)
+    check_concurrency(args)
+    factory = addressing_policy(args.model, args.sid_model)  # a bad spec: exit 2 first
+    names = tuple(c.strip() for c in (args.conditions or ",".join(CONDITIONS)).split(","))
+    try:
+        config = SymbolsConfig(
+            beams=_ints(args.beams, "--beams"),
+            conditions=tuple(c for c in names if c),  # type: ignore[arg-type]
+            max_steps=args.max_steps,
+            memory_k=args.memory_k,
+            seed=args.control_seed,
+        )
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    env = environment(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    bank_url = bank_or_seed(args.bank, out, progress=not args.json)
+    chat, generator = _addressing(args, bank_url, factory)
+    started = time.perf_counter()
+    report = run_symbols(
+        env,
+        bank_url,
+        config,
+        out=out,
+        chat=chat,
+        generator=generator,
+        limit=args.limit,
+        progress=not args.json,
+        concurrency=args.concurrency,
+    )
+    plot_symbols(report, out / "symbols.png")
+    result = report.model_dump(mode="json") | {
+        "wall_seconds": round(time.perf_counter() - started, 1),
+        "files": {k: str(out / k) for k in ("records.jsonl", "summary.json", "symbols.png")},
+    }
+    lines = [
+        f"{report.bench}: {report.tasks} tasks, {report.metric} in %, addresser "
+        f"{report.addresser}, SID tokens read as {report.sid_tokens}",
+        "| condition | k | score | minus raw | wins / losses | errors |",
+        "|---|---|---|---|---|---|",
+    ]
+    for condition, cells in report.conditions.items():
+        for k, cell in cells.items():
+            if condition == "raw" and k != str(report.beams[0]):
+                continue
+            diff = cell.vs_raw
+            shown = "-" if diff is None else format_interval(diff.diff, diff.ci, signed=True)
+            tally = "-" if diff is None else f"{diff.wins} / {diff.losses}"
+            lines.append(
+                f"| {condition} | {'any' if condition == 'raw' else k} | "
+                f"{format_interval(cell.score.mean, cell.score.ci)} | {shown} | {tally} | "
+                f"{cell.errors} |"
+            )
+    lines += [f"not run: {c} ({why})" for c, why in report.skipped.items()]
+    lines.append(f"records: {report.records}")
+    emit(result, as_json=args.json, text="\n".join(lines))
+    return 0
+
+
+def _addressing(args: argparse.Namespace, bank_url: str, factory: Any) -> tuple[Any, Any]:
+    """The solver's chat model and the addresser of --addresser / --sid-model for the bank."""
+    from genmem.graph._addressing import BankGenerators
+    from genmem.graph.retriever import RetrieverConfig
+    from genmem.memory.location import open_bank
+    from genmem.policies.backends import capped_chat_model
+
+    chat = capped_chat_model(args.model, args.max_new_tokens)
+    config = RetrieverConfig(addresser=args.addresser, allowed=args.allowed)
+    generators = BankGenerators(chat, factory, config, role="MemRetriever")
+    return chat, generators(open_bank(bank_url))
