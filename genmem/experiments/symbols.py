@@ -16,9 +16,11 @@ handed over as its support:
 
 Every symbolic condition shows the same header before its tokens, so conditions differ only in
 the tokens. A model whose tokenizer lacks the SID tokens reads them as text
-(:func:`sid_token_form`). Runs are written to ``records.jsonl`` as they finish (a rerun skips
-what is there); an errored run scores 0. The summary gives each condition's mean score with a
-bootstrap interval and its paired difference against ``raw``, task by task.
+(:func:`sid_token_form`). Each task's SIDs and text supports are made once and kept in
+``addresses.jsonl``; runs are written to ``records.jsonl`` as they finish. A rerun into the same
+folder reuses both and skips what is done; an errored run scores 0. The summary gives each
+condition's mean score with a bootstrap interval and its paired difference against ``raw``, task
+by task.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ __all__ = [
     "CONDITIONS",
     "Condition",
     "ConditionResult",
+    "Prepared",
     "SymbolRecord",
     "SymbolsConfig",
     "SymbolsReport",
@@ -252,7 +255,6 @@ def run_symbols(
     from genmem.experiments.contamination import check_bank_is_clean
     from genmem.experiments.pool import run_tasks, task_workers
     from genmem.memory.location import open_bank
-    from genmem.policies.addressing import addresser_name
 
     bank = open_bank(bank_url)
     tasks = env.tasks(limit)
@@ -265,28 +267,18 @@ def run_symbols(
     if "shuffled" in conditions and len(tasks) < 2:
         conditions.remove("shuffled")
         skipped["shuffled"] = "needs at least 2 tasks to reassign SIDs"
-    contexts = {t.id: retriever_user_message(t.query) for t in tasks}
-    addresses: dict[tuple[str, int], list[SIDCandidate]] = {}
-    bar = tqdm(total=len(config.beams), desc="address", unit="beam", disable=not progress)
-    for k in config.beams:
-        found = generator.generate_batch([contexts[t.id] for t in tasks], k=k)
-        for task, candidates in zip(tasks, found, strict=True):
-            addresses[(contexts[task.id], k)] = candidates
-        bar.update(1)
-    bar.close()
-    sids = {(t.id, k): [bank.sid(c.sid) for c in addresses[(contexts[t.id], k)]]
-            for t in tasks for k in config.beams}  # fmt: skip
-    given = _Given(bank.spec, addresses, addresser_name(generator))
-    lookups = _memory(bank_url, given, chat, tasks, config, conditions, progress)
+    text = any(c in conditions for c in _TEXT)
+    prepared = _prepare(out, bank_url, bank, generator, chat, tasks, config, text, progress)
+    sids = {key: [bank.sid(x) for x in row.sids] for key, row in prepared.items()}
     other = shuffled_order([t.id for t in tasks], config.seed)
     solver = _solver(chat, env, config.max_steps)
 
     def support_of(task: Task, condition: str, k: int) -> tuple[list[SID], dict[str, Any]]:
-        own = sids[(task.id, k)]
         if condition == "raw":
             return [], {"support": None}
+        own = sids[(task.id, k)]
         if condition in _TEXT:
-            return own, lookups[(task.id, k)][condition]
+            return own, dict(getattr(prepared[(task.id, k)], condition) or {})
         if condition == "shuffled":
             chosen = sids[(other[task.id], k)]
         elif condition == "random":
@@ -339,7 +331,7 @@ def run_symbols(
         tasks=len(tasks),
         beams=list(config.beams),
         levels=bank.spec.levels,
-        addresser=given.addresser,
+        addresser=next(iter(prepared.values())).addresser if prepared else "none",
         sid_tokens=sid_token_form(chat, bank.spec),
         conditions=_summaries(records, conditions, config.beams, intervals),
         skipped=skipped,
@@ -375,51 +367,91 @@ def _solver(chat: Any, env: Environment, max_steps: int) -> Any:
     ).compile()
 
 
-def _memory(
+class Prepared(BaseModel):
+    """A task's SIDs at one ``k`` and, for the text conditions, what they look up."""
+
+    id: str
+    k: int
+    sids: list[str]
+    addresser: str
+    retrieved: dict[str, Any] | None = None
+    rewrite: dict[str, Any] | None = None
+
+
+def _prepare(
+    out: Path,
     bank_url: str,
-    given: _Given,
+    bank: Any,
+    generator: SIDGenerator,
     chat: Any,
     tasks: Sequence[Task],
     config: SymbolsConfig,
-    conditions: Sequence[str],
+    text: bool,
     progress: bool,
-) -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
-    """(task, k) -> the ``retrieved`` and ``rewrite`` supports, read through MemRetriever."""
+) -> dict[tuple[str, int], Prepared]:
+    """(task, k) -> its SIDs and text supports, from ``addresses.jsonl`` or made now and added.
+
+    A rerun reuses what the file holds, so every condition of a task keeps the same SIDs.
+    """
     from tqdm.auto import tqdm
 
+    from genmem.envs.bundled import append_jsonl, jsonl_rows
+    from genmem.policies.addressing import addresser_name
+
+    path = out / "addresses.jsonl"
+    known = {(r.id, r.k): r for r in map(Prepared.model_validate, jsonl_rows(path))}
+    name = addresser_name(generator)
+    jobs = [(t, k) for k in config.beams for t in tasks
+            if (t.id, k) not in known or (text and known[(t.id, k)].rewrite is None)]  # fmt: skip
+    bar = tqdm(total=len(jobs), desc="address + lookup", unit="run", disable=not progress)
+    for k in config.beams:
+        todo = [t for t, j in jobs if j == k]
+        fresh = [t for t in todo if (t.id, k) not in known]
+        contexts = [retriever_user_message(t.query) for t in fresh]
+        for task, found in zip(fresh, generator.generate_batch(contexts, k=k), strict=True):
+            known[(task.id, k)] = Prepared(
+                id=task.id, k=k, sids=[str(bank.sid(c.sid)) for c in found], addresser=name
+            )
+        for task in todo:
+            row = known[(task.id, k)]
+            if text:
+                row = row.model_copy(update=_read(bank_url, bank, chat, task, row, config))
+            known[(task.id, k)] = row
+            append_jsonl(path, row)
+            bar.update(1)
+    bar.close()
+    return {(t.id, k): known[(t.id, k)] for t in tasks for k in config.beams}
+
+
+def _read(
+    bank_url: str, bank: Any, chat: Any, task: Task, row: Prepared, config: SymbolsConfig
+) -> dict[str, Any]:
+    """The ``retrieved`` and ``rewrite`` supports of ``row``'s SIDs, read through MemRetriever."""
     from genmem.graph.retriever import RetrieverConfig, build_retriever_graph
 
-    if not any(c in conditions for c in _TEXT):
-        return {}
-    graphs = {
-        k: build_retriever_graph(
-            chat, sid_generator=given, config=RetrieverConfig(beam=k, lookup="candidates")
-        ).compile()
-        for k in config.beams
-    }
+    candidates = [SIDCandidate(sid=s, score=-float(i)) for i, s in enumerate(row.sids)]
+    given = _Given(
+        bank.spec, {(retriever_user_message(task.query), row.k): candidates}, row.addresser
+    )
+    retriever = build_retriever_graph(
+        chat, sid_generator=given, config=RetrieverConfig(beam=row.k, lookup="candidates")
+    ).compile()
     context = {"bank_url": bank_url, "memory_k": config.memory_k}
-    found: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
-    jobs = [(t, k) for t in tasks for k in config.beams]
-    bar = tqdm(total=len(jobs), desc="lookup + rewrite", unit="run", disable=not progress)
-    for task, k in jobs:
-        state = graphs[k].invoke({"query": task.query}, context=context)
-        hits = list(dict.fromkeys((h["sid"], h["payload"]) for h in state.get("retrieved") or []))
-        # text only: the entries without their addresses, which are the symbolic conditions'
-        shown = "\n\n".join(f"Entry {i}:\n{p}" for i, (_, p) in enumerate(hits, start=1))
-        found[(task.id, k)] = {
-            "retrieved": {
-                "support": shown or NO_MEMORY_ANSWER,
-                "support_source": "entry" if shown else "none",
-            },
-            "rewrite": {
-                "support": state.get("support") or NO_MEMORY_ANSWER,
-                "support_source": state.get("support_source"),
-                "support_refused": state.get("support_refused"),
-            },
-        }
-        bar.update(1)
-    bar.close()
-    return found
+    state = retriever.invoke({"query": task.query}, context=context)
+    hits = list(dict.fromkeys(h["payload"] for h in state.get("retrieved") or []))
+    # text only: the entries without their addresses, which are the symbolic conditions'
+    shown = "\n\n".join(f"Entry {i}:\n{p}" for i, p in enumerate(hits, start=1))
+    return {
+        "retrieved": {
+            "support": shown or NO_MEMORY_ANSWER,
+            "support_source": "entry" if shown else "none",
+        },
+        "rewrite": {
+            "support": state.get("support") or NO_MEMORY_ANSWER,
+            "support_source": state.get("support_source"),
+            "support_refused": state.get("support_refused"),
+        },
+    }
 
 
 def _summaries(

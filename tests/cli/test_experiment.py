@@ -1,0 +1,68 @@
+"""`genmem experiment symbols`: bad input, and every condition on the real default model."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from genmem.cli import main
+from genmem.experiments.symbols import CONDITIONS, SYMBOLIC_HEADER
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--beams", "0"], "1 to 50"),
+        (["--beams", "1,x"], "comma-separated whole numbers"),
+        (["--conditions", "raw,l9"], "unknown conditions"),
+        (["--sid-model", "vllm:http://x#m"], "--sid-model"),
+        (["--bench", "gsm8k-test", "--format", "qa"], "--format describes --data"),
+    ],
+)
+def test_bad_input_is_refused_before_anything_runs(
+    tmp_path: Path, capsys, extra: list[str], message: str
+) -> None:
+    out = tmp_path / "out"
+    assert main(["experiment", "symbols", *extra, "--out", str(out)]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_symbols_on_the_real_model_and_seed_bank(tmp_path: Path, seed_bank_url: str, capsys):
+    out = tmp_path / "sym"
+    args = ["experiment", "symbols", "--bench", "gsm8k-test", "--limit", "2", "--beams", "2"]
+    args += ["--bank", seed_bank_url, "--max-steps", "1", "--max-new-tokens", "12"]
+    assert main([*args, "--out", str(out), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    # the default policy was never aligned: auto quantises, and it reads SID tokens as text
+    assert result["addresser"] == "quantizer" and result["sid_tokens"] == "text"
+    assert list(result["conditions"]) == list(CONDITIONS)
+    assert set(result["conditions"]["full"]) == {"2"}
+    assert result["conditions"]["full"]["2"]["n"] == 2
+    assert result["conditions"]["full"]["2"]["vs_raw"]["n"] == 2
+    records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    assert len(records) == 2 * (1 + 8)
+    assert not [r for r in records if r["error"]]
+    by = {(r["id"], r["condition"], r["k"]): r for r in records}
+    task = records[0]["id"]
+    full = by[(task, "full", 2)]
+    assert len(full["sids"]) == 2 and full["support"].startswith(SYMBOLIC_HEADER)
+    # level-first: the two level-1 tokens, then the two level-2 tokens, ...
+    shown = re.findall(r"<SID_L(\d+)_\d+>", full["support"])
+    assert shown == ["1", "1", "2", "2", "3", "3", "4", "4"]
+    tokens = re.findall(r"<SID_L\d+_\d+>", full["support"])
+    assert tokens[:2] == [re.findall(r"<SID_L1_\d+>", s)[0] for s in full["sids"]]
+    assert by[(task, "l1", 2)]["support"].count("<SID_L1_") == 2
+    assert "<SID_L2_" not in by[(task, "l1", 2)]["support"]
+    # the text conditions read the bank: the seed entry of the task's first SID
+    assert by[(task, "retrieved", 2)]["support"].startswith("Entry 1:\n")
+    assert by[(task, "rewrite", 2)]["support_source"] in ("rewrite", "entry")
+    assert Counter(r["condition"] for r in records)["raw"] == 2
+    assert (out / "symbols.png").stat().st_size > 0
+    prepared = (out / "addresses.jsonl").read_text().splitlines()
+    assert len(prepared) == 2
