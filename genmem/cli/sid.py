@@ -1,4 +1,4 @@
-"""`genmem sid ...`: generate SID candidates for a query, and time SID decoding."""
+"""`genmem sid ...`: generate SID candidates, fuse and decompose entries, time SID decoding."""
 
 from __future__ import annotations
 
@@ -6,7 +6,14 @@ import argparse
 import sys
 from typing import Any
 
-from genmem.cli.common import CLIError, add_addresser_argument, emit, positive_int
+from genmem.cli.common import (
+    CLIError,
+    add_addresser_argument,
+    add_sid_model_argument,
+    emit,
+    fail,
+    positive_int,
+)
 
 __all__ = ["addressing_policy", "register", "sid_generator_for"]
 
@@ -19,7 +26,9 @@ _MODEL_HELP = (
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``genmem sid`` and its sub-commands."""
-    p = sub.add_parser("sid", help="generate SIDs for a query with a policy; time decoding")
+    p = sub.add_parser(
+        "sid", help="generate SIDs for a query; fuse or decompose entries; time decoding"
+    )
     ssub = p.add_subparsers(dest="sid_command", required=True, metavar="SID_COMMAND")
 
     g = ssub.add_parser("generate", help="ranked, distinct SID candidates for a query")
@@ -56,6 +65,48 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     g.add_argument("--json", action="store_true", help='print a JSON list of {"sid", "score"}')
     g.set_defaults(func=_generate)
+
+    f = ssub.add_parser(
+        "fuse",
+        help="write one entry that fuses the entries at two SIDs (A + B -> C)",
+        description=(
+            "Reads the entries at the two --sid, has the model write one entry that keeps what "
+            "they share (problem type, evidence, failure modes, procedure), addresses it "
+            "(--addresser) and writes it at that SID through the write gate: an insert into an "
+            "empty slot, a revise of an occupied one. A fused entry that only joins its sources "
+            "is refused as 'copied'. Prints the written SID and the bank's outcome."
+        ),
+    )
+    f.add_argument("--bank", required=True, help="bank URL (sqlite:///..., postgresql://...)")
+    f.add_argument("--sid", action="append", required=True, help="an entry's SID (twice)")
+    f.add_argument("--model", default="local", help="model spec of the writer (default local)")
+    add_addresser_argument(f)
+    add_sid_model_argument(f)
+    f.add_argument("--max-new-tokens", type=positive_int, help="reply cap (default 256)")
+    f.add_argument("--json", action="store_true", help="print one JSON object")
+    f.set_defaults(func=_fuse)
+
+    d = ssub.add_parser(
+        "decompose",
+        help="rebuild the entry at an SID from the best pair of its neighbours (C -> A, B)",
+        description=(
+            "Reads the entry at --sid and its nearest neighbours (the entries sharing its "
+            "longest prefix), has a judge score every pair of them (how well the two supply the "
+            "skills the entry relies on), picks the best pair and revises the entry with its "
+            "supporting steps made explicit, through the write gate. Prints the pair, every "
+            "score and the bank's outcome."
+        ),
+    )
+    d.add_argument("--bank", required=True, help="bank URL (sqlite:///..., postgresql://...)")
+    d.add_argument("--sid", required=True, help="the entry to decompose")
+    d.add_argument("--model", default="local", help="model spec of the writer (default local)")
+    d.add_argument("--judge", help="model spec of the judge (default: --model)")
+    d.add_argument(
+        "--neighbours", type=positive_int, default=4, help="neighbours whose pairs are scored (4)"
+    )
+    d.add_argument("--max-new-tokens", type=positive_int, help="reply cap (default 256)")
+    d.add_argument("--json", action="store_true", help="print one JSON object")
+    d.set_defaults(func=_decompose)
 
     b = ssub.add_parser("bench", help="latency of greedy and beam decoding on the local model")
     b.add_argument("--model", default="local", help="'local' or a policy directory")
@@ -221,3 +272,59 @@ def addressing_policy(model: str, sid_model: str | None) -> Any:
 def _is_local(spec: str) -> bool:
     """Whether a model spec names local weights (``local``, ``default`` or ``local:DIR``)."""
     return spec.strip() in ("local", "default") or spec.startswith("local:")
+
+
+_USAGE_ERRORS = ("invalid_sid",)
+
+
+def _composed(out: dict[str, Any], as_json: bool, head: str) -> int:
+    """Print a composition's result; an error is one line and its exit code."""
+    error = out.get("error")
+    if error:
+        return fail(error["message"], 2 if error["kind"] in _USAGE_ERRORS else 1)
+    update = out.get("update") or {}
+    result = {
+        "sid": update.get("sid"),
+        "outcome": update.get("outcome"),
+        "reason": update.get("reason"),
+        "version": update.get("version_after"),
+        "payload": out.get("payload"),
+    } | {k: out[k] for k in ("sources", "addresser", "chosen", "pairs") if k in out}
+    why = f" ({result['reason']})" if result["reason"] else ""
+    text = f"{head} -> {result['sid']}: {result['outcome']}{why}\n{result['payload']}"
+    emit(result, as_json=as_json, text=text)
+    return 0
+
+
+def _fuse(args: argparse.Namespace) -> int:
+    from genmem.graph.compose import ComposeConfig, build_fuse_graph
+    from genmem.memory.location import open_bank
+    from genmem.policies.backends import capped_chat_model
+
+    if len(args.sid) != 2:
+        raise CLIError(f"--sid: fusion takes exactly two SIDs, got {len(args.sid)}")
+    open_bank(args.bank)  # a bad URL or bank fails here, before a model loads
+    factory = addressing_policy(args.model, args.sid_model)
+    chat = capped_chat_model(args.model, args.max_new_tokens)
+    app = build_fuse_graph(
+        chat, sid_generator=factory, config=ComposeConfig(addresser=args.addresser)
+    ).compile()
+    out = app.invoke({"sids": list(args.sid)}, context={"bank_url": args.bank})
+    return _composed(out, args.json, " + ".join(args.sid))
+
+
+def _decompose(args: argparse.Namespace) -> int:
+    from genmem.graph.compose import ComposeConfig, build_decompose_graph
+    from genmem.memory.location import open_bank
+    from genmem.policies.backends import capped_chat_model
+
+    open_bank(args.bank)
+    if not 2 <= args.neighbours <= 8:
+        raise CLIError(f"--neighbours {args.neighbours}: use 2 to 8")
+    chat = capped_chat_model(args.model, args.max_new_tokens)
+    judge = capped_chat_model(args.judge, args.max_new_tokens) if args.judge else None
+    app = build_decompose_graph(
+        chat, judge=judge, config=ComposeConfig(neighbours=args.neighbours)
+    ).compile()
+    out = app.invoke({"sid": args.sid}, context={"bank_url": args.bank})
+    return _composed(out, args.json, args.sid)

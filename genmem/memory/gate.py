@@ -46,6 +46,7 @@ __all__ = [
     "GateVerdict",
     "Reason",
     "WriteGate",
+    "check_join",
     "check_payload",
 ]
 
@@ -143,15 +144,23 @@ def _unfinished(text: str, words: list[str]) -> str | None:
     return None
 
 
+def _grams(words: Sequence[str]) -> set[tuple[str, ...]]:
+    return set(zip(words, words[1:], words[2:], strict=False))
+
+
+def _repeated_share(words: list[str], texts: Sequence[str]) -> float:
+    """The share of ``words``' 3-grams found in ``texts`` taken together."""
+    grams = _grams(words)
+    seen = set().union(*(_grams(_words(t)) for t in texts)) if texts else set()
+    return len(grams & seen) / len(grams)
+
+
 def _copied(words: list[str], memory: Sequence[str], config: GateConfig) -> str | None:
     """Whether ``words`` mostly repeat one of the ``memory`` texts, word 3-gram by 3-gram."""
     if len(words) < 6:
         return None
-    grams = set(zip(words, words[1:], words[2:], strict=False))
     for text in memory:
-        other = _words(text)
-        seen = set(zip(other, other[1:], other[2:], strict=False))
-        share = len(grams & seen) / len(grams)
+        share = _repeated_share(words, [text])
         if share >= config.max_copied_share:
             return f"{share:.0%} of its 3-word phrases repeat an entry it read from the bank"
     return None
@@ -172,6 +181,15 @@ def _stem(word: str) -> str:
 
 def _content(words: Sequence[str]) -> set[str]:
     return {_stem(w) for w in words if len(w) >= 4 and w.isalpha() and w not in _STOP}
+
+
+def check_join(payload: str, parts: Sequence[str], max_share: float = 0.85) -> GateVerdict:
+    """``copied`` when ``payload`` is mostly ``parts`` put together (a join, not a fusion)."""
+    words = _words(payload)
+    share = _repeated_share(words, parts) if len(words) >= 6 else 0.0
+    if share >= max_share:
+        return _reject("copied", f"{share:.0%} of its 3-word phrases repeat the entries it joins")
+    return GateVerdict(action="write")
 
 
 def check_payload(

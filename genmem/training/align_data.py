@@ -42,7 +42,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from genmem.memory.build import source_query
-from genmem.policies.prompts import evolver_user_message, retriever_user_message
+from genmem.policies.prompts import (
+    evolver_user_message,
+    experience_user_message,
+    retriever_user_message,
+)
 from genmem.policies.sid_decoding import ADDRESS_PROMPT, address_prompt
 
 __all__ = [
@@ -285,7 +289,7 @@ def _contents(
     ]
     return [
         *items,
-        ("experience_sid", f"Experience:\n{src.payload}", payload_held),
+        ("experience_sid", experience_user_message(src.payload), payload_held),
         ("sid_experience", src.payload[: cfg.max_target_chars], payload_held),
         ("sid_description", src.description[: cfg.max_target_chars], payload_held),
     ]

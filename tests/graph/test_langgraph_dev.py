@@ -41,7 +41,16 @@ from tests.conftest import TEST_HASH
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 REPO = Path(__file__).resolve().parents[2]
-SERVED = {"genmem", "genmem_gsm8k", "stackplanner", "mem_retriever", "mem_evolver", "bank_lookup"}
+SERVED = {
+    "genmem",
+    "genmem_gsm8k",
+    "stackplanner",
+    "mem_retriever",
+    "mem_evolver",
+    "bank_lookup",
+    "sid_fuse",
+    "sid_decompose",
+}
 STARTUP_S = 120.0
 STOP_S = 30.0
 RUN_TIMEOUT_S = 3600.0
