@@ -58,6 +58,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--distances", default="euclidean,weighted", help=f"comma list of {', '.join(DISTANCES)}"
     )
     se.add_argument("--weight", type=float, default=0.5, help="w for weighted (default 0.5)")
+    se.add_argument(
+        "--heldout",
+        type=float,
+        default=0.2,
+        help="share of the rows kept out of every fit and scored apart (default 0.2; 0: none)",
+    )
     _add_fit_options(se)
     se.add_argument("--out", required=True, help="results CSV (a .json is written beside it)")
     se.add_argument("--json", action="store_true", help="print one JSON object")
@@ -255,6 +261,8 @@ def _search(args: argparse.Namespace) -> int:
         )
     if not args.out.lower().endswith(".csv"):
         raise CLIError(f"--out {args.out!r} must name a .csv file (the .json goes beside it)")
+    if not 0.0 <= args.heldout < 1.0:
+        raise CLIError(f"--heldout {args.heldout}: a share in [0, 1), e.g. 0.2")
     _input_kind(args.input)
     x, _, _ = _embed_input(args, max(max(c) for c in configs))
     rows = search_configs(
@@ -265,6 +273,7 @@ def _search(args: argparse.Namespace) -> int:
         seed=args.seed,
         n_init=args.n_init,
         max_iter=args.max_iter,
+        heldout=args.heldout,
         progress=not args.json,
     )
     csv_path, json_path = write_search_results(rows, args.out)

@@ -1,8 +1,11 @@
 """Codebook configuration search: fit every (sizes, distance) pair on one embedding matrix.
 
 Each row reports the address space (levels, capacity, vocabulary), the fit time, and the
-metrics of :mod:`genmem.memory.metrics` evaluated on the same embeddings, as in the paper's
-configuration comparison. Rows go to a CSV (lists joined with ``/``) and a JSON list.
+metrics of :mod:`genmem.memory.metrics` evaluated on the embeddings it was fitted on, as in the
+paper's configuration comparison. With ``heldout`` > 0 a seeded share of the rows is kept out of
+every fit, and each row also reports the reconstruction error of those rows (quantised with the
+fitted codebooks): how well the codebooks address text they never saw, which the fitting set's
+error overstates. Rows go to a CSV (lists joined with ``/``) and a JSON list.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from tqdm.auto import tqdm
 
 from genmem.errors import CodebookError
 from genmem.memory.metrics import CodebookMetrics, codebook_metrics
-from genmem.memory.rqkmeans import RQKMeans, RQKMeansConfig, as_embeddings
+from genmem.memory.rqkmeans import Codebooks, RQKMeans, RQKMeansConfig, as_embeddings
 from genmem.memory.sid import SIDSpec
 
 __all__ = [
@@ -38,6 +41,16 @@ class SearchRow(CodebookMetrics):
     weight: float | None = Field(description="w for weighted, else None.")
     fit_seconds: float = Field(description="Wall time of the fit.")
     hash: str = Field(description="Content hash of the fitted codebooks.")
+    heldout_n: int = Field(default=0, description="Rows kept out of the fit (0: none).")
+    heldout_mse_per_dim: float | None = Field(
+        default=None, description="Reconstruction error per dimension of the held-out rows."
+    )
+    heldout_mse_by_depth: list[float] | None = Field(
+        default=None, description="Held-out mean ||e - ê^(l)||^2 for depths 1..L."
+    )
+    heldout_leaf_utilization: float | None = Field(
+        default=None, description="Share of the held-out rows' SIDs that fitted rows also use."
+    )
 
     @property
     def label(self) -> str:
@@ -62,10 +75,19 @@ def search_configs(
     seed: int = 0,
     n_init: int = 1,
     max_iter: int = 100,
+    heldout: float = 0.0,
     progress: bool = True,
 ) -> list[SearchRow]:
-    """Fit and score every configuration under every distance; all are checked before any fit."""
-    x = as_embeddings(embeddings)
+    """Fit and score every configuration under every distance; all are checked before any fit.
+
+    ``heldout``: the share of rows (seeded by ``seed``) kept out of the fits and scored apart.
+    """
+    if not 0.0 <= heldout < 1.0:
+        raise CodebookError(f"heldout={heldout}: use a share in [0, 1)")
+    everything = as_embeddings(embeddings)
+    order = np.random.default_rng(seed).permutation(everything.shape[0])
+    n_held = round(heldout * everything.shape[0])
+    x, held = everything[order[n_held:]], everything[order[:n_held]]
     settings = [
         RQKMeansConfig(
             sizes=tuple(sizes),
@@ -83,8 +105,9 @@ def search_configs(
     largest = max(max(cfg.sizes) for cfg in settings)
     if x.shape[0] < largest:
         raise CodebookError(
-            f"the search needs at least {largest} embeddings (the largest level size), got "
-            f"{x.shape[0]}; pass more embeddings or smaller configurations"
+            f"the search needs at least {largest} embeddings to fit on (the largest level "
+            f"size), got {x.shape[0]} after holding {n_held} out; pass more embeddings, smaller "
+            "configurations or a smaller held-out share"
         )
     rows = []
     for cfg in tqdm(settings, desc="configs", unit="fit", disable=not progress):
@@ -100,9 +123,29 @@ def search_configs(
                 fit_seconds=seconds,
                 hash=cb.hash,
                 **m.model_dump(),
+                **_heldout(cb, model.codes_, held),
             )
         )
     return rows
+
+
+def _heldout(cb: Codebooks, fitted: np.ndarray, held: np.ndarray) -> dict[str, object]:
+    """Reconstruction of the held-out rows, and how many of their SIDs the fitted rows use."""
+    if held.shape[0] == 0:
+        return {}
+    codes = cb.quantize(held)
+    e = held.astype(np.float64)
+    by_depth = []
+    for depth in range(1, cb.spec.levels + 1):
+        err = e - cb.reconstruct(codes, depth)
+        by_depth.append(float(np.einsum("ij,ij->i", err, err).mean()))
+    used = {tuple(row) for row in fitted.tolist()}
+    return {
+        "heldout_n": int(held.shape[0]),
+        "heldout_mse_per_dim": by_depth[-1] / cb.dim,
+        "heldout_mse_by_depth": by_depth,
+        "heldout_leaf_utilization": sum(tuple(r) in used for r in codes.tolist()) / len(codes),
+    }
 
 
 _FIRST_COLUMNS = ["sizes", "distance", "weight", "fit_seconds"]
@@ -136,6 +179,7 @@ def format_search_table(rows: Sequence[SearchRow]) -> str:
     head = (
         f"{'sizes':<14}{'L':>2} {'capacity':>9} {'vocab':>5} {'distance':<15}"
         f"{'fit s':>7} {'leaf%':>7} {'UCR':>7} {'DUI':>6} {'ICR':>6} {'MSE/dim':>10}"
+        f" {'held MSE/dim':>12}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -144,6 +188,11 @@ def format_search_table(rows: Sequence[SearchRow]) -> str:
         lines.append(
             f"{r.label:<14}{r.levels:>2} {r.capacity:>9} {r.vocab_size:>5} {dist:<15}"
             f"{r.fit_seconds:>7.2f} {100 * r.leaf_utilization:>7.2f} {r.ucr:>7.4f} "
-            f"{r.dui:>6.3f} {icr:>6} {r.recon_mse_per_dim:>10.3e}"
+            f"{r.dui:>6.3f} {icr:>6} {r.recon_mse_per_dim:>10.3e} "
+            + (
+                f"{r.heldout_mse_per_dim:>12.3e}"
+                if r.heldout_mse_per_dim is not None
+                else f"{'-':>12}"
+            )
         )
     return "\n".join(lines)

@@ -178,6 +178,7 @@ def test_stats_bad_input(codebook, tmp_path, capsys):
         (["--configs", "8,4;", "--distances", "euclidean,cosine"], "unknown"),
         (["--configs", "8,a", "--distances", "euclidean"], "--configs"),
         (["--configs", "8,4", "--distances", "euclidean", "--out", "x.txt"], ".csv"),
+        (["--configs", "8,4", "--heldout", "1"], "--heldout"),
     ],
 )
 def test_search_bad_input(npy, tmp_path, capsys, extra, match):

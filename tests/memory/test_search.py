@@ -71,3 +71,18 @@ def test_inputs_checked_before_any_fit():
         search_configs(x, [(4, 2)], ["euclidean", "cosine"], progress=False)
     with pytest.raises(CodebookError, match="nothing to search"):
         search_configs(x, [], ["euclidean"], progress=False)
+
+
+def test_a_heldout_share_is_kept_out_of_the_fit_and_scored_apart():
+    x = clustered_embeddings(300, 12, clusters=8, skew=1.5, seed=2)
+    (row,) = search_configs(x, [(8, 4, 2)], ["euclidean"], heldout=0.2, progress=False)
+    assert (row.n, row.heldout_n) == (240, 60)  # metrics on the fitted rows, 60 held out
+    assert row.heldout_mse_per_dim > 0 and len(row.heldout_mse_by_depth) == 3
+    assert 0.0 <= row.heldout_leaf_utilization <= 1.0
+    # points it never saw are reconstructed worse than the ones it was fitted on
+    assert row.heldout_mse_per_dim > row.recon_mse_per_dim
+    assert "held MSE/dim" in format_search_table([row])
+    (plain,) = search_configs(x, [(8, 4, 2)], ["euclidean"], progress=False)
+    assert plain.heldout_n == 0 and plain.heldout_mse_per_dim is None
+    with pytest.raises(CodebookError, match="heldout"):
+        search_configs(x, [(8, 4, 2)], ["euclidean"], heldout=1.0, progress=False)
