@@ -12,19 +12,20 @@ from genmem.cli.common import (
     add_addresser_argument,
     add_budget_arguments,
     add_concurrency_argument,
+    add_distill_argument,
     add_sid_model_argument,
     check_concurrency,
     emit,
     positive_int,
 )
-from genmem.cli.tasks import add_task_arguments, check_task_source, environment
+from genmem.cli.tasks import add_task_arguments, check_task_source, environment, first_error
 
 __all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``genmem experiment`` and its sub-commands."""
-    p = sub.add_parser("experiment", help="analyses of the memory: SID symbols")
+    p = sub.add_parser("experiment", help="analyses of the memory: SID symbols, codebook ablations")
     inner = p.add_subparsers(dest="experiment", required=True, metavar="EXPERIMENT")
     s = inner.add_parser(
         "symbols",
@@ -67,6 +68,49 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--out", required=True, help="output folder")
     s.add_argument("--json", action="store_true", help="print one JSON summary object")
     s.set_defaults(func=_symbols)
+
+    c = inner.add_parser(
+        "codebooks",
+        help="3 vs 4 levels and the encoder prefix: codebook metrics and retrieval, one table",
+        description=(
+            "Builds one seed bank per codebook shape (--configs) and encoding (with the "
+            "experience prefix, as plain text, or both) from the same source rows, with the "
+            "codebooks fitted on all but the last --heldout share. Reports per bank: "
+            "utilisation, DUI, reconstruction error on the fitting rows and on the held-out "
+            "rows, and the quantizer's Hit@1 / Hit@5 on the source questions (all, and held-out "
+            "only) with bootstrap intervals. Writes codebooks.json and codebooks.md into --out."
+        ),
+    )
+    c.add_argument(
+        "--source",
+        choices=["gsm8k", "qa"],
+        default="gsm8k",
+        help="GSM8K training problems (default) or the bundled QA questions (needs --distill "
+        "abstract)",
+    )
+    add_distill_argument(c)
+    c.add_argument("--size", type=positive_int, default=300, help="source rows per bank (300)")
+    c.add_argument(
+        "--configs",
+        default="48,16,8,8;48,32,32",
+        help="codebook shapes compared (default '48,16,8,8;48,32,32': 4 and 3 levels, 49,152 "
+        "addresses each)",
+    )
+    c.add_argument(
+        "--prefix",
+        choices=("both", "with", "without"),
+        default="both",
+        help="encode with the experience prefix, without it, or both (default)",
+    )
+    c.add_argument(
+        "--heldout", type=float, default=0.2, help="share of rows kept out of the fit (0.2)"
+    )
+    c.add_argument(
+        "--candidates", type=positive_int, default=50, help="quantizer candidates per query (50)"
+    )
+    c.add_argument("--out", required=True, help="output folder")
+    c.add_argument("--json", action="store_true", help="print one JSON object")
+    c.set_defaults(func=_codebooks)
 
 
 def _ints(text: str, flag: str) -> tuple[int, ...]:
@@ -157,3 +201,47 @@ def _addressing(args: argparse.Namespace, bank_url: str, factory: Any) -> tuple[
     config = RetrieverConfig(addresser=args.addresser, allowed=args.allowed)
     generators = BankGenerators(chat, factory, config, role="MemRetriever")
     return chat, generators(open_bank(bank_url))
+
+
+def _codebooks(args: argparse.Namespace) -> int:
+    from genmem.experiments.codebook_ablation import (
+        AblationConfig,
+        ablation_table,
+        run_codebook_ablation,
+    )
+    from genmem.experiments.seed_bank import SeedBankConfig
+    from genmem.memory.search import parse_configs
+
+    try:
+        configs = tuple(parse_configs(args.configs))
+    except ValueError as exc:
+        raise CLIError(f"--configs {args.configs!r}: {exc}") from None
+    try:
+        prefixes = {"both": (True, False), "with": (True,), "without": (False,)}[args.prefix]
+        config = AblationConfig(
+            source=args.source,
+            distill=args.distill,
+            size=args.size,
+            heldout=args.heldout,
+            configs=configs,
+            prefixes=prefixes,
+            candidates=args.candidates,
+        )
+        for sizes in configs:  # every bank's settings, checked before the first is built
+            SeedBankConfig(
+                source=args.source,
+                distill=args.distill,
+                size=config.size,
+                fit_size=config.fit_size,
+                sizes=sizes,
+            )
+    except ValueError as exc:
+        raise CLIError(first_error(exc)) from None
+    started = time.perf_counter()
+    report = run_codebook_ablation(config, Path(args.out), progress=not args.json)
+    result = report.model_dump(mode="json") | {
+        "wall_seconds": round(time.perf_counter() - started, 1),
+        "files": {k: str(Path(args.out) / k) for k in ("codebooks.json", "codebooks.md")},
+    }
+    emit(result, as_json=args.json, text=ablation_table(report))
+    return 0

@@ -44,6 +44,7 @@ __all__ = [
     "qa_seed_rows",
     "reference_experience",
     "seed_pairs",
+    "seed_texts",
 ]
 
 DistillMode = Literal["model", "reference", "procedure", "abstract"]
@@ -80,6 +81,11 @@ class SeedBankConfig(BaseModel):
     source: SeedSource = Field(
         default="gsm8k", description="GSM8K training problems, or the bundled QA questions."
     )
+    prefix: bool = Field(
+        default=True,
+        description="Encode experiences with the experience prefix (False: as plain text, the "
+        "encoder-prefix ablation).",
+    )
 
     @model_validator(mode="after")
     def _qa_is_abstract(self) -> SeedBankConfig:
@@ -102,6 +108,8 @@ class SeedBankConfig(BaseModel):
         """A short stable id of these settings (the cache folder name)."""
         # GSM8K banks keep the keys they had before there was a second source
         exclude = {"source"} if self.source == "gsm8k" else set()
+        if self.prefix:
+            exclude.add("prefix")  # banks built before the ablation keep their keys
         dump = self.model_dump_json(exclude=exclude)
         digest = hashlib.sha256(dump.encode()).hexdigest()[:10]
         prefix = "" if self.source == "gsm8k" else f"{self.source}-"
@@ -276,9 +284,8 @@ def _build(cfg: SeedBankConfig, base: Path, progress: bool) -> SeedBank:
     from genmem.memory.rqkmeans import Codebooks
 
     done = base / "seed.json"
-    n = max(cfg.fit_size, cfg.size)
-    rows = read_gsm8k(GSM8K_TRAIN, limit=n) if cfg.source == "gsm8k" else qa_seed_rows()[:n]
-    encoder = default_encoder(prefix=EXPERIENCE_PREFIX)
+    rows = _rows(cfg)
+    encoder = default_encoder(prefix=EXPERIENCE_PREFIX if cfg.prefix else None)
     codebook_dir = base / "codebook"
     if codebook_dir.is_dir() and any(codebook_dir.iterdir()):
         codebooks = Codebooks.load(codebook_dir)
@@ -288,7 +295,13 @@ def _build(cfg: SeedBankConfig, base: Path, progress: bool) -> SeedBank:
         digests = [digest(r["question"], r["answer"]) for r in rows[: cfg.fit_size]]
         embeddings = encoder.encode(digests, progress=progress)
         codebooks = fit_experience_codebooks(
-            embeddings, cfg.sizes, encoder.id, codebook_dir, seed=cfg.seed, progress=progress
+            embeddings,
+            cfg.sizes,
+            encoder.id,
+            codebook_dir,
+            seed=cfg.seed,
+            prefix=encoder.prefix or "",
+            progress=progress,
         )
     chosen = rows[: cfg.size]
     if cfg.distill == "model":
@@ -352,6 +365,21 @@ def _writer(cfg: SeedBankConfig, fallback: Any = None) -> Any:
     return _WRITERS.get(cfg.distill, fallback) if fallback else _WRITERS[cfg.distill]
 
 
+def _rows(cfg: SeedBankConfig) -> list[dict[str, Any]]:
+    """The source rows a bank of ``cfg`` reads: enough for its entries and its codebook fit."""
+    n = max(cfg.fit_size, cfg.size)
+    return read_gsm8k(GSM8K_TRAIN, limit=n) if cfg.source == "gsm8k" else qa_seed_rows()[:n]
+
+
+def seed_texts(cfg: SeedBankConfig) -> list[str]:
+    """The experience text of each source row of ``cfg`` (the first ``max(size, fit_size)``),
+    as the bank and its codebook fit see them; a model's distillation is not replayed here."""
+    if cfg.distill == "model":
+        raise ValueError("seed_texts: a model-written bank's texts are in its experiences.jsonl")
+    write = _writer(cfg)
+    return [write(r["question"], r["answer"]) for r in _rows(cfg)]
+
+
 def qa_seed_rows() -> list[dict[str, Any]]:
     """The QA source: HotpotQA dev 100-199 and 2Wiki dev 0-199 as ``{id, question, answer}``.
 
@@ -370,9 +398,13 @@ def fit_experience_codebooks(
     out: Path,
     *,
     seed: int = 0,
+    prefix: str | None = None,
     progress: bool = True,
 ) -> Any:
-    """RQ-KMeans codebooks (the paper's weighted rule, w = 0.5) fitted and saved to ``out``."""
+    """RQ-KMeans codebooks (the paper's weighted rule, w = 0.5) fitted and saved to ``out``.
+
+    ``prefix`` is the one the embeddings were encoded with (None: the experience prefix).
+    """
     from genmem.memory.encoders import EXPERIENCE_PREFIX
     from genmem.memory.rqkmeans import RQKMeans, RQKMeansConfig
 
@@ -382,7 +414,7 @@ def fit_experience_codebooks(
         weight=0.5,
         seed=seed,
         encoder_id=encoder_id,
-        encoder_prefix=EXPERIENCE_PREFIX,
+        encoder_prefix=EXPERIENCE_PREFIX if prefix is None else prefix,
     )
     codebooks = RQKMeans(fit).fit(embeddings, progress=progress).codebooks_
     codebooks.save(out, overwrite=True)

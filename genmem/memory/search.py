@@ -28,6 +28,7 @@ from genmem.memory.sid import SIDSpec
 __all__ = [
     "SearchRow",
     "format_search_table",
+    "heldout_scores",
     "parse_configs",
     "search_configs",
     "write_search_results",
@@ -123,14 +124,15 @@ def search_configs(
                 fit_seconds=seconds,
                 hash=cb.hash,
                 **m.model_dump(),
-                **_heldout(cb, model.codes_, held),
+                **heldout_scores(cb, model.codes_, held),
             )
         )
     return rows
 
 
-def _heldout(cb: Codebooks, fitted: np.ndarray, held: np.ndarray) -> dict[str, object]:
-    """Reconstruction of the held-out rows, and how many of their SIDs the fitted rows use."""
+def heldout_scores(cb: Codebooks, fitted: np.ndarray, held: np.ndarray) -> dict[str, object]:
+    """``held`` rows quantised by ``cb``: their reconstruction error (``heldout_*`` fields of
+    :class:`SearchRow`), and the share of their SIDs among the ``fitted`` rows' codes."""
     if held.shape[0] == 0:
         return {}
     codes = cb.quantize(held)

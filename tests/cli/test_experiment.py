@@ -66,3 +66,45 @@ def test_symbols_on_the_real_model_and_seed_bank(tmp_path: Path, seed_bank_url: 
     assert (out / "symbols.png").stat().st_size > 0
     prepared = (out / "addresses.jsonl").read_text().splitlines()
     assert len(prepared) == 2
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--heldout", "1.5"], "heldout"),
+        (["--configs", "8;x"], "--configs"),
+        (["--source", "qa", "--distill", "procedure"], "abstract"),
+        (["--size", "50"], "greater than or equal to 48"),  # 40 rows left to fit on
+    ],
+)
+def test_codebook_ablation_refuses_bad_settings(tmp_path: Path, capsys, extra, message) -> None:
+    out = tmp_path / "abl"
+    assert main(["experiment", "codebooks", *extra, "--out", str(out)]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_codebook_ablation_with_and_without_the_prefix(tmp_path: Path, capsys) -> None:
+    from genmem.memory.encoders import EXPERIENCE_PREFIX
+    from genmem.memory.location import open_bank
+    from genmem.memory.rqkmeans import Codebooks
+
+    out = tmp_path / "abl"
+    args = ["experiment", "codebooks", "--distill", "reference", "--size", "80"]
+    args += ["--configs", "8,4,2", "--heldout", "0.25", "--candidates", "5"]
+    assert main([*args, "--out", str(out), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    with_prefix, plain = result["rows"]
+    assert (with_prefix["prefix"], plain["prefix"]) == (True, False)
+    for row in result["rows"]:
+        assert (row["fit_n"], row["heldout_n"], row["levels"]) == (60, 20, 3)
+        assert row["questions"] == 80 and row["heldout_questions"] == 20
+        assert 0 < row["fit_mse_per_dim"] and 0 < row["heldout_mse_per_dim"]
+        assert 0.0 <= row["heldout_hit_at_5"]["rate"] <= 1.0
+        assert row["hit_at_1"]["rate"] <= row["hit_at_5"]["rate"]
+    # the two banks differ in their codebooks' encoding only
+    recorded = [open_bank(r["bank"]).codebook_hash for r in result["rows"]]
+    prefixes = [Codebooks.recall(h).metadata.encoder_prefix for h in recorded]
+    assert prefixes == [EXPERIENCE_PREFIX, ""]
+    assert "| 8x4x2 | no |" in (out / "codebooks.md").read_text()

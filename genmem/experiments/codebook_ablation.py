@@ -1,0 +1,266 @@
+"""The codebook ablations of the paper's appendices: 3 vs 4 levels, and the encoder prefix.
+
+For each codebook shape (e.g. ``48x16x8x8`` against ``48x32x32``, the same 49,152 addresses)
+and each encoding (with the experience prefix, or the plain text), one seed bank is built from
+the same source rows (:func:`~genmem.experiments.seed_bank.build_seed_bank`, cached): codebooks
+are fitted on the first rows only, and the rest are the held-out split. Each row of the table
+reports
+
+- codebook metrics on the fitting rows (utilisation per level, leaf utilisation, DUI,
+  reconstruction error);
+- the held-out rows' reconstruction error (quantised with codebooks that never saw them) and
+  the share of their SIDs the fitting rows also use;
+- the quantizer's retrieval hits: each source question addressed by the bank's quantizer, its
+  own entry's SID as the reference, Hit@1 / Hit@5 with bootstrap intervals, over all questions
+  and over the held-out ones alone.
+
+An aligned policy's hits need one alignment per codebook (``genmem train align`` on each bank,
+a GPU's work); the report names the banks so that can follow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from genmem.experiments.stats import DEFAULT_INTERVALS, IntervalSettings
+
+__all__ = ["AblationConfig", "AblationReport", "AblationRow", "run_codebook_ablation"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AblationConfig:
+    """Which banks the ablation builds and how it scores them."""
+
+    source: str = "qa"
+    """``qa`` (the bundled QA questions) or ``gsm8k`` (GSM8K training problems)."""
+    distill: str = "abstract"
+    """Who writes the entries (as ``genmem bank seed --distill``)."""
+    size: int = 300
+    """Source rows in every bank."""
+    heldout: float = 0.2
+    """Share of the rows (the last ones) kept out of the codebook fit."""
+    configs: tuple[tuple[int, ...], ...] = ((48, 16, 8, 8), (48, 32, 32))
+    """Codebook shapes compared (the defaults have equal capacity)."""
+    prefixes: tuple[bool, ...] = (True, False)
+    """Encode with the experience prefix (True), as plain text (False), or both."""
+    candidates: int = 50
+    """Candidates the quantizer proposes per question (its beam)."""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.heldout < 1.0:
+            raise ValueError(f"heldout={self.heldout}: use a share in (0, 1)")
+        if not self.configs or not self.prefixes:
+            raise ValueError("name at least one codebook shape and one encoding")
+        if self.candidates < 5:
+            raise ValueError(f"candidates={self.candidates}: Hit@5 needs at least 5")
+        if self.distill == "model":
+            raise ValueError(
+                "distill=model: the ablation rebuilds each bank from its writer's texts; use "
+                "reference, procedure or abstract"
+            )
+
+    @property
+    def fit_size(self) -> int:
+        """Rows the codebooks are fitted on (the first ones)."""
+        return self.size - round(self.heldout * self.size)
+
+
+class Rate(BaseModel):
+    """A hit rate with its bootstrap interval."""
+
+    rate: float
+    ci: tuple[float, float]
+
+
+class AblationRow(BaseModel):
+    """One codebook shape and encoding: its bank, codebook metrics and retrieval hits."""
+
+    sizes: list[int]
+    levels: int
+    capacity: int
+    prefix: bool = Field(description="Encoded with the experience prefix.")
+    bank: str
+    entries: int
+    fit_n: int
+    heldout_n: int
+    utilization: list[float]
+    leaf_utilization: float
+    dui: float
+    fit_mse_per_dim: float
+    heldout_mse_per_dim: float
+    heldout_leaf_share: float = Field(description="Held-out SIDs that fitting rows also use.")
+    hit_at_1: Rate
+    hit_at_5: Rate
+    heldout_hit_at_1: Rate
+    heldout_hit_at_5: Rate
+    questions: int
+    heldout_questions: int
+
+
+class AblationReport(BaseModel):
+    """Every row, and how it was made."""
+
+    source: str
+    distill: str
+    size: int
+    heldout: float
+    candidates: int
+    rows: list[AblationRow]
+    intervals: IntervalSettings = DEFAULT_INTERVALS
+
+
+def _rate(flags: Sequence[bool], settings: IntervalSettings) -> Rate:
+    from genmem.experiments.stats import mean_interval
+
+    estimate = mean_interval([float(f) for f in flags], settings)
+    return (
+        Rate(rate=0.0, ci=(0.0, 0.0))
+        if estimate is None
+        else Rate(rate=estimate.mean, ci=estimate.ci)
+    )
+
+
+def _pairs(bank: Any, fit_size: int) -> list[tuple[dict[str, str], bool]]:
+    """(each source question with its entry's SID, whether it was held out of the fit)."""
+    from genmem.memory.build import source_query
+
+    out = []
+    for entry in bank.entries():
+        for src in (entry.metadata or {}).get("sources", []):
+            query = source_query(src)
+            if query and "index" in src:
+                pair = {"query": query, "reference_sid": str(entry.sid)}
+                out.append((pair, int(src["index"]) >= fit_size))
+    return out
+
+
+def _row(cfg: AblationConfig, sizes: tuple[int, ...], prefix: bool, progress: bool) -> AblationRow:
+    from genmem.experiments.retrieval_eval import evaluate_retrieval, sid_ranker
+    from genmem.experiments.seed_bank import SeedBankConfig, build_seed_bank
+    from genmem.memory.encoders import encode_for_codebook
+    from genmem.memory.location import open_bank
+    from genmem.memory.metrics import codebook_metrics
+    from genmem.memory.rqkmeans import Codebooks
+    from genmem.memory.search import heldout_scores
+    from genmem.policies.addressing import bank_quantizer
+
+    seed = build_seed_bank(
+        SeedBankConfig(
+            source=cfg.source,  # type: ignore[arg-type]
+            distill=cfg.distill,  # type: ignore[arg-type]
+            size=cfg.size,
+            fit_size=cfg.fit_size,
+            sizes=sizes,
+            prefix=prefix,
+            seed=cfg.seed,
+        ),
+        progress=progress,
+    )
+    bank = open_bank(seed.url)
+    codebooks = Codebooks.load(seed.codebook_dir)
+    texts = _texts(cfg, sizes, prefix)
+    x = encode_for_codebook(codebooks, texts)
+    fit, held = x[: cfg.fit_size], x[cfg.fit_size :]
+    codes = codebooks.quantize(fit)
+    metrics = codebook_metrics(codes, codebooks.spec, embeddings=fit, codebooks=codebooks)
+    scores = heldout_scores(codebooks, codes, held)
+    pairs = _pairs(bank, cfg.fit_size)
+    rank = sid_ranker(bank_quantizer(bank))
+    report = evaluate_retrieval(
+        [p for p, _ in pairs], rank, cfg.candidates, spec=bank.spec, progress=progress
+    )
+    held_out = [r for r, (_, h) in zip(report.per_query, pairs, strict=True) if h]
+    settings = DEFAULT_INTERVALS
+    return AblationRow(
+        sizes=list(sizes),
+        levels=len(sizes),
+        capacity=codebooks.spec.capacity,
+        prefix=prefix,
+        bank=seed.url,
+        entries=seed.entries,
+        fit_n=len(fit),
+        heldout_n=len(held),
+        utilization=metrics.utilization,
+        leaf_utilization=metrics.leaf_utilization,
+        dui=metrics.dui,
+        fit_mse_per_dim=metrics.recon_mse_per_dim or 0.0,
+        heldout_mse_per_dim=float(scores["heldout_mse_per_dim"]),  # type: ignore[arg-type]
+        heldout_leaf_share=float(scores["heldout_leaf_utilization"]),  # type: ignore[arg-type]
+        hit_at_1=_rate([r.hit_at_1 for r in report.per_query], settings),
+        hit_at_5=_rate([r.hit_at_5 for r in report.per_query], settings),
+        heldout_hit_at_1=_rate([r.hit_at_1 for r in held_out], settings),
+        heldout_hit_at_5=_rate([r.hit_at_5 for r in held_out], settings),
+        questions=len(pairs),
+        heldout_questions=len(held_out),
+    )
+
+
+def _texts(cfg: AblationConfig, sizes: tuple[int, ...], prefix: bool) -> list[str]:
+    """The entry texts of the source rows, as the seed bank writes them (all ``size`` rows)."""
+    from genmem.experiments.seed_bank import SeedBankConfig, seed_texts
+
+    settings = SeedBankConfig(
+        source=cfg.source,  # type: ignore[arg-type]
+        distill=cfg.distill,  # type: ignore[arg-type]
+        size=cfg.size,
+        fit_size=cfg.fit_size,
+        sizes=sizes,
+        prefix=prefix,
+        seed=cfg.seed,
+    )
+    return seed_texts(settings)
+
+
+def run_codebook_ablation(
+    cfg: AblationConfig, out: Path, *, progress: bool = True
+) -> AblationReport:
+    """Build and score one bank per codebook shape and encoding; write ``codebooks.json``."""
+    rows = [_row(cfg, sizes, prefix, progress) for sizes in cfg.configs for prefix in cfg.prefixes]
+    report = AblationReport(
+        source=cfg.source,
+        distill=cfg.distill,
+        size=cfg.size,
+        heldout=cfg.heldout,
+        candidates=cfg.candidates,
+        rows=rows,
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "codebooks.json").write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    (out / "codebooks.md").write_text(ablation_table(report) + "\n", encoding="utf-8")
+    return report
+
+
+def ablation_table(report: AblationReport) -> str:
+    """The report as one markdown table (rates in %, with their intervals)."""
+    from genmem.experiments.stats import describe, format_interval
+
+    def pct(rate: Rate) -> str:
+        return format_interval(rate.rate, rate.ci)
+
+    head = (
+        "| codebooks | prefix | entries | leaf util. % | DUI | MSE/dim fit | MSE/dim held-out "
+        "| Hit@1 | Hit@5 | held-out Hit@1 | held-out Hit@5 |"
+    )
+    lines = [head, "|" + "---|" * 11]
+    for r in report.rows:
+        lines.append(
+            f"| {'x'.join(map(str, r.sizes))} | {'yes' if r.prefix else 'no'} | {r.entries} | "
+            f"{100 * r.leaf_utilization:.2f} | {r.dui:.3f} | {r.fit_mse_per_dim:.3e} | "
+            f"{r.heldout_mse_per_dim:.3e} | {pct(r.hit_at_1)} | {pct(r.hit_at_5)} | "
+            f"{pct(r.heldout_hit_at_1)} | {pct(r.heldout_hit_at_5)} |"
+        )
+    first = report.rows[0]
+    lines += [
+        "",
+        f"{report.source} seed rows, {report.distill} entries; codebooks fitted on the first "
+        f"{first.fit_n}, {first.heldout_n} held out; quantizer with {report.candidates} "
+        f"candidates over {first.questions} questions ({first.heldout_questions} held out). "
+        + describe(report.intervals),
+    ]
+    return "\n".join(lines)
