@@ -56,6 +56,13 @@ def register(bsub: argparse._SubParsersAction, url_help: str) -> None:
         help="cap per field the model writes (100; a small model must close its JSON)",
     )
     p.add_argument("--max-records", type=positive_int, default=2, help="experiences per task (2)")
+    p.add_argument(
+        "--synthesise-prefix-depth",
+        type=positive_int,
+        metavar="D",
+        help="also write one general skill card per cluster of records sharing their first D "
+        "SID levels (2 or more records), through the write gate; off by default",
+    )
     p.add_argument("--temperature", type=float, default=0.7, help="sampling of tries 2..K (0.7)")
     p.add_argument("--retries", type=int, default=2, help="retries of an unparsable reply (2)")
     add_concurrency_argument(p)
@@ -92,6 +99,7 @@ def _config(args: argparse.Namespace):
             max_records=args.max_records,
             seed=max(args.seed, 0),
             gate=not args.no_gate,
+            synthesise_prefix_depth=args.synthesise_prefix_depth,
         )
     except ValueError as exc:
         raise CLIError(first_error(exc)) from None
@@ -131,7 +139,8 @@ def _coldstart(args: argparse.Namespace) -> int:
         text=(
             f"bank {report.bank_id!r} at {report.bank}: {report.queries} tasks, "
             f"{report.attempts} attempts {report.verdicts}, {report.records} experiences -> "
-            f"{report.entries} entries ({report.merged_entries} merged); failures: "
+            f"{report.entries} entries ({report.merged_entries} merged, {report.skills} skill "
+            f"cards); failures: "
             f"{report.assessment_failures} assessments, {report.extraction_failures} "
             f"extractions; {gate_summary(report.gate_rejections)}; {report.seconds:.0f} s\n"
             + (out / "stats.md").read_text(encoding="utf-8")

@@ -20,6 +20,7 @@ __all__ = [
     "AttemptProse",
     "ExperienceFields",
     "ExtractedExperiences",
+    "SkillCard",
     "TrajectorySummary",
     "Verdict",
     "capped_schema",
@@ -100,6 +101,25 @@ class ExperienceFields(BaseModel):
 EXPERIENCE_FIELDS: tuple[str, ...] = tuple(ExperienceFields.model_fields)
 
 
+class SkillCard(BaseModel):
+    """One general skill written from a cluster of experiences that share an SID prefix."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    skill_name: str = Field(description="A short name for the shared skill.")
+    problem_type: str = Field(description="The kind of problem the cluster solves.")
+    problem_addressed: str = Field(description="What goes wrong or must be done.")
+    applicability: str = Field(description="When the skill applies.")
+    preconditions: str = Field(description="What must hold before using it.")
+    procedure: str = Field(description="Steps that work across the cluster.")
+    decision_rules: str = Field(description="If-then rules for the choices along the way.")
+    practice: str = Field(description="How the procedure is applied, without one case's details.")
+    lessons_learned: str = Field(description="What the cluster's successes and failures teach.")
+    verification_checks: str = Field(description="Checks to run before answering.")
+    retrieval_cues: str = Field(description="Words a task needing this skill would contain.")
+    summary: str = Field(description="The skill in two sentences.")
+
+
 class ExtractedExperiences(BaseModel):
     """The extractor's reply: one or more experiences for one query."""
 
@@ -157,10 +177,11 @@ _LABELS = {
 }
 
 
-def experience_text(record: ExperienceFields) -> str:
-    """The rich summary of an experience: its non-empty fields as labelled lines."""
+def experience_text(record: ExperienceFields | SkillCard) -> str:
+    """The rich summary of an experience or a skill card: its non-empty fields as labelled
+    lines."""
     lines = []
-    for name in EXPERIENCE_FIELDS:
+    for name in type(record).model_fields:
         value = " ".join(str(getattr(record, name)).split())
         if value:
             lines.append(f"{_LABELS[name]}: {value}")

@@ -177,3 +177,67 @@ def test_extraction_sends_junk_records_to_failures_with_the_gates_reason(tmp_pat
     chat = _Replies([{"experiences": [junk]}])
     stages = _Stages(env, ColdStartConfig(max_records=2, gate=False), tmp_path / "off", chat)
     assert [x.index for x in stages._extract_one(task, tries, {})] == [0]
+
+
+def test_skill_cards_are_written_per_prefix_cluster_and_gated(tmp_path) -> None:
+    import numpy as np
+
+    from genmem.experiments.coldstart import ColdStartConfig, ExperienceLine, synthesise_skills
+    from genmem.memory.sid import SIDSpec
+
+    def line(i: int, text: str) -> ExperienceLine:
+        fields = ExperienceFields(**dict.fromkeys(EXPERIENCE_FIELDS, ""))
+        fields = fields.model_copy(update={"problem_type": "totals", "procedure": text})
+        return ExperienceLine(
+            query_id=f"train-{i}", index=0, source="gsm8k", type="math", evidence="success",
+            fields=fields, text=f"Procedure: {text}",
+        )  # fmt: skip
+
+    lines = [
+        line(0, "Halve the April clips to get May, then add both months."),
+        line(1, "Add the two weekly totals, then check the sum against the question."),
+        line(2, "Divide the distance by the speed to get the hours."),
+    ]
+    codes = np.array([[0, 1], [0, 2], [1, 0]])  # the first two share level 1; the third is alone
+    card = {
+        "skill_name": "two-part totals",
+        "problem_type": "totals over two periods",
+        "problem_addressed": "a total split over two periods",
+        "applicability": "when a quantity is given per period",
+        "preconditions": "each period's amount is known or derivable",
+        "procedure": "Work out each period's amount, then add the periods.",
+        "decision_rules": "if one period is given relative to the other, compute it first",
+        "practice": "find the second period from the first, then sum",
+        "lessons_learned": "adding before deriving the second period gives a wrong total",
+        "verification_checks": "check the sum covers every period asked for",
+        "retrieval_cues": "total, both, months, weeks, altogether",
+        "summary": "Derive each period, then add them. Check every period is counted.",
+    }
+    cfg = ColdStartConfig(synthesise_prefix_depth=1)
+    spec = SIDSpec((2, 3))
+    chat = _Replies([card])
+    cards, failed = synthesise_skills(chat, lines, codes, spec, cfg, tmp_path, progress=False)
+    assert failed == 0 and len(cards) == 1 and len(chat.asks) == 1
+    [kept] = cards
+    assert (kept.query_id, kept.source, kept.type) == ("skill:<SID_L1_0>", "synthesis", "skill")
+    assert kept.text.startswith("Skill: two-part totals") and kept.evidence == "success"
+    user = chat.asks[0][-1].content
+    assert user.count("<record") == 2 and "Divide the distance" not in user  # its own cluster
+    # a rerun reuses the card: no model call (the fake has no reply left)
+    again, _ = synthesise_skills(_Replies([]), lines, codes, spec, cfg, tmp_path, progress=False)
+    assert [c.text for c in again] == [kept.text]
+
+    # a junk card is refused by the gate and logged; nothing is returned for its cluster
+    junk = dict.fromkeys(card, "skill_name")
+    out = tmp_path / "junk"
+    cards, failed = synthesise_skills(
+        _Replies([junk]), lines, codes, spec, cfg, out, progress=False
+    )
+    assert (cards, failed) == ([], 1)
+    [failure] = [json.loads(x) for x in (out / "failures.jsonl").read_text().splitlines()]
+    assert failure["stage"] == "synthesis" and failure["reason"] in ("field_names", "repetition")
+    with pytest.raises(ValueError, match="codebooks have 2"):
+        synthesise_skills(
+            _Replies([]), lines, codes, spec, ColdStartConfig(synthesise_prefix_depth=3),
+            tmp_path, progress=False,
+        )  # fmt: skip

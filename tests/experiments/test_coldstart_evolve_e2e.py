@@ -34,7 +34,7 @@ def test_coldstart_bank_then_online_evolution(tmp_path, monkeypatch, capsys) -> 
         "bank", "coldstart", "--bench", "gsm8k-train", "--limit", str(PROBLEMS), "--attempts", "2",
         "--sizes", "2,2,2,2", "--merge", "concat", "--max-steps", "1",
         "--max-new-tokens", "16", "--max-field-chars", "12", "--max-records", "1",
-        "--bank", bank, "--out", str(out), "--json", "--no-gate",
+        "--bank", bank, "--out", str(out), "--json", "--no-gate", "--synthesise-prefix-depth", "1",
     ]  # fmt: skip
     # --no-gate: at 12 characters a field, the untrained model's records are junk the write gate
     # refuses (every field "Natalia sold"); this test is about the pipeline's mechanics, and the
@@ -73,9 +73,16 @@ def test_coldstart_bank_then_online_evolution(tmp_path, monkeypatch, capsys) -> 
     live = open_bank(bank)
     assert report["entries"] == live.stats().entries >= 1
     sources = [s["query_id"] for e in live.entries() for s in e.metadata["sources"]]
-    assert sorted(sources) == sorted(x["query_id"] for x in experiences)
+    tasks = [q for q in sources if not q.startswith("skill:")]
+    assert sorted(tasks) == sorted(x["query_id"] for x in experiences)
+    # synthesis: one card (or one logged failure) per cluster of 2+ records under one level-1 code
+    cards = _lines(out / "skills.jsonl") if (out / "skills.jsonl").exists() else []
+    assert report["skills"] + report["synthesis_failures"] == len(cards)
+    assert all(("text" in c) != ("error" in c) for c in cards)  # gate off: a parsed card is kept
+    assert len(sources) - len(tasks) == report["skills"]
     stats = json.loads((out / "stats.json").read_text())
-    assert stats["records"] == len(experiences) and stats["entries"] == report["entries"]
+    assert stats["records"] == len(experiences) + report["skills"]
+    assert stats["entries"] == report["entries"]
     assert len(stats["utilisation"]) == 4
     assert (out / "utilisation.png").read_bytes()[:4] == PNG
 
