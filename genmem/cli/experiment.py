@@ -209,7 +209,6 @@ def _codebooks(args: argparse.Namespace) -> int:
         ablation_table,
         run_codebook_ablation,
     )
-    from genmem.experiments.seed_bank import SeedBankConfig
     from genmem.memory.search import parse_configs
 
     try:
@@ -227,14 +226,6 @@ def _codebooks(args: argparse.Namespace) -> int:
             prefixes=prefixes,
             candidates=args.candidates,
         )
-        for sizes in configs:  # every bank's settings, checked before the first is built
-            SeedBankConfig(
-                source=args.source,
-                distill=args.distill,
-                size=config.size,
-                fit_size=config.fit_size,
-                sizes=sizes,
-            )
     except ValueError as exc:
         raise CLIError(first_error(exc)) from None
     started = time.perf_counter()

@@ -64,6 +64,8 @@ class AblationConfig:
                 "distill=model: the ablation rebuilds each bank from its writer's texts; use "
                 "reference, procedure or abstract"
             )
+        for sizes in self.configs:  # every bank's settings, checked before the first is built
+            _seed_config(self, sizes, True)
 
     @property
     def fit_size(self) -> int:
@@ -142,7 +144,7 @@ def _pairs(bank: Any, fit_size: int) -> list[tuple[dict[str, str], bool]]:
 
 def _row(cfg: AblationConfig, sizes: tuple[int, ...], prefix: bool, progress: bool) -> AblationRow:
     from genmem.experiments.retrieval_eval import evaluate_retrieval, sid_ranker
-    from genmem.experiments.seed_bank import SeedBankConfig, build_seed_bank
+    from genmem.experiments.seed_bank import build_seed_bank, seed_texts
     from genmem.memory.encoders import encode_for_codebook
     from genmem.memory.location import open_bank
     from genmem.memory.metrics import codebook_metrics
@@ -150,21 +152,11 @@ def _row(cfg: AblationConfig, sizes: tuple[int, ...], prefix: bool, progress: bo
     from genmem.memory.search import heldout_scores
     from genmem.policies.addressing import bank_quantizer
 
-    seed = build_seed_bank(
-        SeedBankConfig(
-            source=cfg.source,  # type: ignore[arg-type]
-            distill=cfg.distill,  # type: ignore[arg-type]
-            size=cfg.size,
-            fit_size=cfg.fit_size,
-            sizes=sizes,
-            prefix=prefix,
-            seed=cfg.seed,
-        ),
-        progress=progress,
-    )
+    settings = _seed_config(cfg, sizes, prefix)
+    seed = build_seed_bank(settings, progress=progress)
     bank = open_bank(seed.url)
     codebooks = Codebooks.load(seed.codebook_dir)
-    texts = _texts(cfg, sizes, prefix)
+    texts = seed_texts(settings)
     x = encode_for_codebook(codebooks, texts)
     fit, held = x[: cfg.fit_size], x[cfg.fit_size :]
     codes = codebooks.quantize(fit)
@@ -176,7 +168,7 @@ def _row(cfg: AblationConfig, sizes: tuple[int, ...], prefix: bool, progress: bo
         [p for p, _ in pairs], rank, cfg.candidates, spec=bank.spec, progress=progress
     )
     held_out = [r for r, (_, h) in zip(report.per_query, pairs, strict=True) if h]
-    settings = DEFAULT_INTERVALS
+    intervals = DEFAULT_INTERVALS
     return AblationRow(
         sizes=list(sizes),
         levels=len(sizes),
@@ -192,20 +184,20 @@ def _row(cfg: AblationConfig, sizes: tuple[int, ...], prefix: bool, progress: bo
         fit_mse_per_dim=metrics.recon_mse_per_dim or 0.0,
         heldout_mse_per_dim=float(scores["heldout_mse_per_dim"]),  # type: ignore[arg-type]
         heldout_leaf_share=float(scores["heldout_leaf_utilization"]),  # type: ignore[arg-type]
-        hit_at_1=_rate([r.hit_at_1 for r in report.per_query], settings),
-        hit_at_5=_rate([r.hit_at_5 for r in report.per_query], settings),
-        heldout_hit_at_1=_rate([r.hit_at_1 for r in held_out], settings),
-        heldout_hit_at_5=_rate([r.hit_at_5 for r in held_out], settings),
+        hit_at_1=_rate([r.hit_at_1 for r in report.per_query], intervals),
+        hit_at_5=_rate([r.hit_at_5 for r in report.per_query], intervals),
+        heldout_hit_at_1=_rate([r.hit_at_1 for r in held_out], intervals),
+        heldout_hit_at_5=_rate([r.hit_at_5 for r in held_out], intervals),
         questions=len(pairs),
         heldout_questions=len(held_out),
     )
 
 
-def _texts(cfg: AblationConfig, sizes: tuple[int, ...], prefix: bool) -> list[str]:
-    """The entry texts of the source rows, as the seed bank writes them (all ``size`` rows)."""
-    from genmem.experiments.seed_bank import SeedBankConfig, seed_texts
+def _seed_config(cfg: AblationConfig, sizes: tuple[int, ...], prefix: bool) -> Any:
+    """The seed bank of one row: the same rows and fit split, one shape and encoding."""
+    from genmem.experiments.seed_bank import SeedBankConfig
 
-    settings = SeedBankConfig(
+    return SeedBankConfig(
         source=cfg.source,  # type: ignore[arg-type]
         distill=cfg.distill,  # type: ignore[arg-type]
         size=cfg.size,
@@ -214,7 +206,6 @@ def _texts(cfg: AblationConfig, sizes: tuple[int, ...], prefix: bool) -> list[st
         prefix=prefix,
         seed=cfg.seed,
     )
-    return seed_texts(settings)
 
 
 def run_codebook_ablation(

@@ -254,6 +254,7 @@ def run_symbols(
     from genmem.envs.bundled import append_jsonl
     from genmem.experiments.contamination import check_bank_is_clean
     from genmem.experiments.pool import run_tasks, task_workers
+    from genmem.graph.stackplanner import compile_planner
     from genmem.memory.location import open_bank
 
     bank = open_bank(bank_url)
@@ -271,7 +272,7 @@ def run_symbols(
     prepared = _prepare(out, bank_url, bank, generator, chat, tasks, config, text, progress)
     sids = {key: [bank.sid(x) for x in row.sids] for key, row in prepared.items()}
     other = shuffled_order([t.id for t in tasks], config.seed)
-    solver = _solver(chat, env, config.max_steps)
+    solver = compile_planner(chat, env.tools(), config.max_steps)
 
     def support_of(task: Task, condition: str, k: int) -> tuple[list[SID], dict[str, Any]]:
         if condition == "raw":
@@ -350,21 +351,6 @@ def run_symbols(
 
 def _since(started: float) -> float:
     return round(time.perf_counter() - started, 2)
-
-
-def _solver(chat: Any, env: Environment, max_steps: int) -> Any:
-    """The compiled StackPlanner every condition is answered by."""
-    from genmem.graph.stack import StackBudget
-    from genmem.graph.stackplanner import StackPlannerConfig, build_stackplanner_graph
-
-    tools = env.tools()
-    return build_stackplanner_graph(
-        chat,
-        solver_tools=tools.solver,
-        research_tools=tools.research,
-        interactor_tools=tools.interactor,
-        config=StackPlannerConfig(budget=StackBudget(max_steps=max_steps)),
-    ).compile()
 
 
 class Prepared(BaseModel):

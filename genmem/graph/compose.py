@@ -148,6 +148,11 @@ def _writable(bank: Bank) -> dict[str, Any] | None:
     return None
 
 
+def _go_on(state: Any) -> str:
+    """``end`` once a node has set ``error``, else ``next``."""
+    return "end" if state.get("error") else "next"
+
+
 def _reply(chat: BaseChatModel, system: str, user: str) -> str:
     return extract_answer(str(chat.invoke([SystemMessage(system), HumanMessage(user)]).content))
 
@@ -228,18 +233,15 @@ def build_fuse_graph(
             return {"update": result.model_dump(mode="json"), "error": None}
         return _write(bank, sid, payload, sources, expected, "fuse", cfg)
 
-    def go_on(state: dict[str, Any]) -> str:
-        return "end" if state.get("error") else "next"
-
     g = StateGraph(FuseState, context_schema=MemoryContext)
     g.add_node("read", read)
     g.add_node("fuse", fuse)
     g.add_node("address", address)
     g.add_node("write", write)
     g.add_edge(START, "read")
-    g.add_conditional_edges("read", go_on, {"next": "fuse", "end": END})
+    g.add_conditional_edges("read", _go_on, {"next": "fuse", "end": END})
     g.add_edge("fuse", "address")
-    g.add_conditional_edges("address", go_on, {"next": "write", "end": END})
+    g.add_conditional_edges("address", _go_on, {"next": "write", "end": END})
     g.add_edge("write", END)
     return g
 
@@ -316,17 +318,14 @@ def build_decompose_graph(
         version = state["target"]["version"]
         return _write(bank, state["sid"], state["payload"], read, version, "decompose", cfg)
 
-    def go_on(state: dict[str, Any]) -> str:
-        return "end" if state.get("error") else "next"
-
     g = StateGraph(DecomposeState, context_schema=MemoryContext)
     g.add_node("read", read)
     g.add_node("judge", judge_pairs)
     g.add_node("rebuild", rebuild)
     g.add_node("write", write)
     g.add_edge(START, "read")
-    g.add_conditional_edges("read", go_on, {"next": "judge", "end": END})
-    g.add_conditional_edges("judge", go_on, {"next": "rebuild", "end": END})
+    g.add_conditional_edges("read", _go_on, {"next": "judge", "end": END})
+    g.add_conditional_edges("judge", _go_on, {"next": "rebuild", "end": END})
     g.add_edge("rebuild", "write")
     g.add_edge("write", END)
     return g

@@ -72,6 +72,7 @@ __all__ = [
     "StackPlannerConfig",
     "SubAgent",
     "build_stackplanner_graph",
+    "compile_planner",
     "coordinator_prompt",
     "coordinator_schema",
     "default_subagents",
@@ -703,6 +704,20 @@ def _describe_edit(old: TaskStack, new: TaskStack, action: ReviseAction) -> str:
     ids = ", ".join(f"#{i}" for i in action.entries)
     kind = "summary" if action.op == "condense" else "failure note"
     return f"{action.op} {ids} into #{added[0].id} {kind}" if added else f"{action.op} {ids}"
+
+
+def compile_planner(chat: BaseChatModel | str, tools: Any, max_steps: int) -> Any:
+    """StackPlanner compiled with an environment's ``tools`` (``solver``, ``research`` and
+    ``interactor`` lists) and a ``max_steps`` budget."""
+    from genmem.graph.stack import StackBudget
+
+    return build_stackplanner_graph(
+        chat,
+        solver_tools=tools.solver,
+        research_tools=tools.research,
+        interactor_tools=tools.interactor,
+        config=StackPlannerConfig(budget=StackBudget(max_steps=max_steps)),
+    ).compile()
 
 
 graph = build_stackplanner_graph()

@@ -14,17 +14,9 @@ __all__ = ["planner_graph", "scratch_bank", "solve"]
 
 def planner_graph(chat: Any, env: Environment, max_steps: int) -> Any:
     """StackPlanner compiled with ``env``'s tools and a ``max_steps`` budget."""
-    from genmem.graph.stack import StackBudget
-    from genmem.graph.stackplanner import StackPlannerConfig, build_stackplanner_graph
+    from genmem.graph.stackplanner import compile_planner
 
-    tools = env.tools()
-    return build_stackplanner_graph(
-        chat,
-        solver_tools=tools.solver,
-        research_tools=tools.research,
-        interactor_tools=tools.interactor,
-        config=StackPlannerConfig(budget=StackBudget(max_steps=max_steps)),
-    ).compile()
+    return compile_planner(chat, env.tools(), max_steps)
 
 
 def solve(
