@@ -66,7 +66,10 @@ __all__ = [
 ComposeError = Literal["invalid_sid", "empty_slot", "read_only", "no_pair", "judge", "bank"]
 """Why a composition wrote nothing (besides a gate refusal, which the bank logs)."""
 
-_SCORE = re.compile(r"\b(10|[0-9])\b")
+_NUMBER = re.compile(r"\d+")
+_OUT_OF = re.compile(r"\d\s*(?:/|out of)\s*10\b")
+_MAX_SCORE_CHARS = 40
+"""A judge reply longer than this is not a score, whatever digits it holds."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -261,9 +264,18 @@ def _neighbours(bank: Bank, target: str, n: int) -> list[dict[str, Any]]:
 
 
 def _score(reply: str) -> int | None:
-    """The judge's 0-10 score: the first whole number 0 to 10 in its reply, else None."""
-    match = _SCORE.search(reply)
-    return int(match.group(1)) if match else None
+    """The judge's 0-10 score, read only from a short reply that is a score (``7``, ``Score:
+    7``, ``7/10``, ``7 out of 10``); anything else, such as a copied entry that happens to hold
+    a digit, is no score (None)."""
+    text = reply.strip()
+    numbers = _NUMBER.findall(text)
+    if len(text) > _MAX_SCORE_CHARS or not numbers:
+        return None
+    if len(numbers) == 2 and numbers[1] == "10" and _OUT_OF.search(text):
+        numbers = numbers[:1]
+    if len(numbers) != 1 or int(numbers[0]) > 10:
+        return None
+    return int(numbers[0])
 
 
 def build_decompose_graph(

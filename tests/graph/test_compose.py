@@ -171,3 +171,12 @@ def test_decomposition_without_a_pair_or_a_score_writes_nothing(bank_url) -> Non
     assert bank.get(A).version == 1
     out = app.invoke({"sid": str(FAR)}, context={"bank_url": bank_url})
     assert out["error"]["kind"] == "empty_slot"
+
+
+def test_only_a_short_reply_that_is_a_score_counts() -> None:
+    from genmem.graph.compose import _score
+
+    assert [_score(r) for r in ("7", " Score: 9 ", "7/10", "3 out of 10", "10")] == [7, 9, 7, 3, 10]
+    # what the 135M judge wrote on the QA bank: a copy of an entry ("1 relation", "1. Start")
+    copied = "<experience>\nQuestion form: Where did the director of film A die?\nKind: chain (1"
+    assert [_score(r) for r in (copied, "", "none", "11", "4 or 5", "about 12/10")] == [None] * 6
