@@ -10,7 +10,8 @@ reports
   reconstruction error);
 - the held-out rows' reconstruction error (quantised with codebooks that never saw them) and
   the share of their SIDs the fitting rows also use;
-- the quantizer's retrieval hits: each source question addressed by the bank's quantizer, its
+- the quantizer's retrieval hits: each source question addressed by the bank's quantizer
+  (candidates among the bank's occupied SIDs, as ``genmem eval --pairs`` does by default), its
   own entry's SID as the reference, Hit@1 / Hit@5 with bootstrap intervals, over all questions
   and over the held-out ones alone.
 
@@ -163,7 +164,7 @@ def _row(cfg: AblationConfig, sizes: tuple[int, ...], prefix: bool, progress: bo
     metrics = codebook_metrics(codes, codebooks.spec, embeddings=fit, codebooks=codebooks)
     scores = heldout_scores(codebooks, codes, held)
     pairs = _pairs(bank, cfg.fit_size)
-    rank = sid_ranker(bank_quantizer(bank))
+    rank = sid_ranker(bank_quantizer(bank, "occupied"))  # candidates among the bank's entries
     report = evaluate_retrieval(
         [p for p, _ in pairs], rank, cfg.candidates, spec=bank.spec, progress=progress
     )
