@@ -98,6 +98,7 @@ class AblationRow(BaseModel):
     fit_mse_per_dim: float
     heldout_mse_per_dim: float
     heldout_leaf_share: float = Field(description="Held-out SIDs that fitting rows also use.")
+    candidate_hit: Rate = Field(description="The entry among the quantizer's candidates.")
     hit_at_1: Rate
     hit_at_5: Rate
     heldout_hit_at_1: Rate
@@ -185,6 +186,7 @@ def _row(cfg: AblationConfig, sizes: tuple[int, ...], prefix: bool, progress: bo
         fit_mse_per_dim=metrics.recon_mse_per_dim or 0.0,
         heldout_mse_per_dim=float(scores["heldout_mse_per_dim"]),  # type: ignore[arg-type]
         heldout_leaf_share=float(scores["heldout_leaf_utilization"]),  # type: ignore[arg-type]
+        candidate_hit=_rate([r.candidate_hit for r in report.per_query], intervals),
         hit_at_1=_rate([r.hit_at_1 for r in report.per_query], intervals),
         hit_at_5=_rate([r.hit_at_5 for r in report.per_query], intervals),
         heldout_hit_at_1=_rate([r.hit_at_1 for r in held_out], intervals),
@@ -237,14 +239,15 @@ def ablation_table(report: AblationReport) -> str:
 
     head = (
         "| codebooks | prefix | entries | leaf util. % | DUI | MSE/dim fit | MSE/dim held-out "
-        "| Hit@1 | Hit@5 | held-out Hit@1 | held-out Hit@5 |"
+        "| cand. hit | Hit@1 | Hit@5 | held-out Hit@1 | held-out Hit@5 |"
     )
-    lines = [head, "|" + "---|" * 11]
+    lines = [head, "|" + "---|" * 12]
     for r in report.rows:
         lines.append(
             f"| {'x'.join(map(str, r.sizes))} | {'yes' if r.prefix else 'no'} | {r.entries} | "
             f"{100 * r.leaf_utilization:.2f} | {r.dui:.3f} | {r.fit_mse_per_dim:.3e} | "
-            f"{r.heldout_mse_per_dim:.3e} | {pct(r.hit_at_1)} | {pct(r.hit_at_5)} | "
+            f"{r.heldout_mse_per_dim:.3e} | {pct(r.candidate_hit)} | {pct(r.hit_at_1)} | "
+            f"{pct(r.hit_at_5)} | "
             f"{pct(r.heldout_hit_at_1)} | {pct(r.heldout_hit_at_5)} |"
         )
     first = report.rows[0]
