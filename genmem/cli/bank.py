@@ -12,6 +12,7 @@ from genmem.cli.common import (
     CLIError,
     add_distill_argument,
     add_gate_argument,
+    add_source_argument,
     emit,
     gate_config,
     gate_summary,
@@ -59,13 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     add_distill_argument(sd)
-    sd.add_argument(
-        "--source",
-        choices=["gsm8k", "qa"],
-        default="gsm8k",
-        help="GSM8K training problems (default) or the bundled QA questions (needs --distill "
-        "abstract)",
-    )
+    add_source_argument(sd)
     sd.add_argument("--size", type=positive_int, default=300, help="training problems (300)")
     sd.add_argument(
         "--fit-size", type=positive_int, help="problems the codebooks are fitted on (--size)"

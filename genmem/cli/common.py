@@ -99,6 +99,17 @@ def add_distill_argument(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_source_argument(p: argparse.ArgumentParser) -> None:
+    """``--source``: what a seed bank is built from (the same in every command)."""
+    p.add_argument(
+        "--source",
+        choices=["gsm8k", "qa"],
+        default="gsm8k",
+        help="GSM8K training problems (default) or the bundled QA questions (needs --distill "
+        "abstract)",
+    )
+
+
 def add_gate_argument(p: argparse.ArgumentParser) -> None:
     """``--no-gate``: write without the write gate (the same meaning in every command)."""
     p.add_argument(

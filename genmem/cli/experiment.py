@@ -14,6 +14,7 @@ from genmem.cli.common import (
     add_concurrency_argument,
     add_distill_argument,
     add_sid_model_argument,
+    add_source_argument,
     check_concurrency,
     emit,
     positive_int,
@@ -81,13 +82,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "only) with bootstrap intervals. Writes codebooks.json and codebooks.md into --out."
         ),
     )
-    c.add_argument(
-        "--source",
-        choices=["gsm8k", "qa"],
-        default="gsm8k",
-        help="GSM8K training problems (default) or the bundled QA questions (needs --distill "
-        "abstract)",
-    )
+    add_source_argument(c)
     add_distill_argument(c)
     c.add_argument("--size", type=positive_int, default=300, help="source rows per bank (300)")
     c.add_argument(
