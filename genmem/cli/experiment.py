@@ -26,7 +26,9 @@ __all__ = ["register"]
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``genmem experiment`` and its sub-commands."""
-    p = sub.add_parser("experiment", help="analyses of the memory: SID symbols, codebook ablations")
+    p = sub.add_parser(
+        "experiment", help="analyses of the memory: SID symbols, fusion, codebook ablations"
+    )
     inner = p.add_subparsers(dest="experiment", required=True, metavar="EXPERIMENT")
     s = inner.add_parser(
         "symbols",
@@ -69,6 +71,46 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--out", required=True, help="output folder")
     s.add_argument("--json", action="store_true", help="print one JSON summary object")
     s.set_defaults(func=_symbols)
+
+    f = inner.add_parser(
+        "fusion",
+        help="does a fused entry help more than either of its two sources? (task score)",
+        description=(
+            "For each task the two bank entries most similar to it (--pair-by) are fused by the "
+            "fusion graph into a scratch copy of the bank (the gate decides whether it is "
+            "written; --bank never changes). The same solver then answers under each "
+            "condition: none, a, b (one source), both (the two sources), fused (the fused "
+            "entry if the gate wrote it, else nothing) and unchecked (the fused text whatever "
+            "the gate said). Writes pairs.jsonl and records.jsonl (resumable), summary.json "
+            "(means with bootstrap intervals; fused minus a, b, the better source, both and "
+            "none, paired by task) and fusion.png."
+        ),
+    )
+    add_task_arguments(f, default="gsm8k-test")
+    f.add_argument("--limit", type=positive_int, help="first N tasks")
+    f.add_argument(
+        "--conditions",
+        help="comma-separated subset of none,a,b,both,fused,unchecked (default all; fused "
+        "always runs)",
+    )
+    f.add_argument(
+        "--pair-by",
+        choices=("tfidf", "dense"),
+        default="tfidf",
+        help="how each task's two source entries are found (default tfidf)",
+    )
+    f.add_argument(
+        "--bank",
+        help="bank URL (default: the GSM8K seed bank of reference digests, built once, cached)",
+    )
+    f.add_argument("--model", default="local", help="model spec of the fusion and the solver")
+    add_addresser_argument(f)
+    add_sid_model_argument(f)
+    add_budget_arguments(f)
+    add_concurrency_argument(f)
+    f.add_argument("--out", required=True, help="output folder")
+    f.add_argument("--json", action="store_true", help="print one JSON summary object")
+    f.set_defaults(func=_fusion)
 
     c = inner.add_parser(
         "codebooks",
@@ -141,7 +183,6 @@ def _symbols(args: argparse.Namespace) -> int:
         raise CLIError(str(exc)) from None
     env = environment(args)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     bank_url = bank_or_seed(args.bank, out, progress=not args.json)
     chat, generator = _addressing(args, bank_url, factory)
     started = time.perf_counter()
@@ -182,6 +223,51 @@ def _symbols(args: argparse.Namespace) -> int:
     lines += [f"not run: {c} ({why})" for c, why in report.skipped.items()]
     lines.append(f"records: {report.records}")
     emit(result, as_json=args.json, text="\n".join(lines))
+    return 0
+
+
+def _fusion(args: argparse.Namespace) -> int:
+    from genmem.cli.eval import bank_or_seed
+    from genmem.cli.sid import addressing_policy
+    from genmem.experiments.fusion import FUSION_CONDITIONS, FusionConfig, fusion_table, run_fusion
+    from genmem.experiments.plots import plot_fusion
+    from genmem.policies.backends import capped_chat_model
+
+    check_task_source(args)
+    check_concurrency(args)
+    factory = addressing_policy(args.model, args.sid_model)  # a bad spec: exit 2 first
+    names = tuple(c.strip() for c in (args.conditions or ",".join(FUSION_CONDITIONS)).split(","))
+    try:
+        config = FusionConfig(
+            conditions=tuple(c for c in names if c),  # type: ignore[arg-type]
+            pair_by=args.pair_by,
+            addresser=args.addresser,
+            max_steps=args.max_steps,
+        )
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    env = environment(args)
+    out = Path(args.out)
+    bank_url = bank_or_seed(args.bank, out, progress=not args.json)
+    started = time.perf_counter()
+    report = run_fusion(
+        env,
+        bank_url,
+        config,
+        out=out,
+        chat=capped_chat_model(args.model, args.max_new_tokens),
+        sid_generator=factory,
+        limit=args.limit,
+        progress=not args.json,
+        concurrency=args.concurrency,
+    )
+    plot_fusion(report, out / "fusion.png")
+    files = ("pairs.jsonl", "records.jsonl", "summary.json", "fusion.png")
+    result = report.model_dump(mode="json") | {
+        "wall_seconds": round(time.perf_counter() - started, 1),
+        "files": {k: str(out / k) for k in files},
+    }
+    emit(result, as_json=args.json, text=fusion_table(report))
     return 0
 
 

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from genmem.experiments.evaluate import EvalReport
+    from genmem.experiments.fusion import FusionReport
     from genmem.experiments.symbols import SymbolsReport
 
-__all__ = ["plot_eval_summary", "plot_prefix_hits", "plot_symbols"]
+__all__ = ["plot_eval_summary", "plot_fusion", "plot_prefix_hits", "plot_symbols"]
 
 _COLORS = {"none": "#8C8C8C", "tfidf": "#DD8452", "dense": "#55A868", "sid": "#4C72B0"}
 
@@ -118,6 +119,26 @@ def plot_symbols(report: SymbolsReport, path: Path) -> Path:
     ax.set_ylabel(f"{report.metric}, % ({100 * report.intervals.confidence:g}% interval)")
     ax.set_title(f"{report.bench}: SID symbols (n={report.tasks}, tokens as {report.sid_tokens})")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_fusion(report: FusionReport, path: Path) -> Path:
+    """Score per condition with interval bars; ``fused`` in its own colour."""
+    plt = _pyplot()
+    names = list(report.conditions)
+    values = [100 * report.conditions[c].mean for c in names]
+    cis = [[100 * b for b in report.conditions[c].ci] for c in names]
+    fig, ax = plt.subplots(figsize=(2.0 + 0.7 * max(1, len(names)), 3.4))
+    colours = ["#C44E52" if c == "fused" else "#4C72B0" for c in names]
+    ax.bar(range(len(names)), values, yerr=_yerr(values, cis), capsize=3, color=colours)
+    ax.set_xticks(range(len(names)), names, rotation=30)
+    ax.set_ylim(0, 105)
+    ax.set_ylabel(f"{report.metric}, % ({100 * report.intervals.confidence:g}% interval)")
+    written = sum(report.fusions.get(k, 0) for k in ("inserted", "revised"))
+    ax.set_title(f"{report.bench}: fusion (n={report.tasks}, {written} fusions written)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

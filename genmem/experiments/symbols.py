@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field
 
 from genmem.envs.base import Environment, Task
+from genmem.experiments.solve import entries_support, scores_by_task, solve_task
 from genmem.experiments.stats import (
     DEFAULT_INTERVALS,
     Estimate,
@@ -291,27 +291,10 @@ def run_symbols(
 
     def run(item: tuple[Task, str, int]) -> SymbolRecord:
         task, condition, k = item
-        started = time.perf_counter()
         chosen, given_support = support_of(task, condition, k)
         base = {"id": task.id, "condition": condition, "k": k, "sids": [str(s) for s in chosen]}
         base |= given_support
-        try:
-            env.start(task)
-            try:
-                state = solver.invoke({"query": task.query, "support": base["support"]})
-                outcome = env.score(task, state.get("answer"))
-            finally:
-                env.finish(task)
-        except Exception as exc:  # one failing run must not lose the experiment
-            return SymbolRecord(**base, error=repr(exc), seconds=_since(started))
-        return SymbolRecord(
-            **base,
-            answer=state.get("answer"),
-            score=outcome.score,
-            success=outcome.success,
-            status=state.get("status"),
-            seconds=_since(started),
-        )
+        return SymbolRecord(**base, **solve_task(env, solver, task, base["support"]))
 
     done = {(r.id, r.condition, r.k) for r in _records(path)}
     plan = [(t, c, 0 if c == "raw" else k) for t in tasks for c in conditions
@@ -347,10 +330,6 @@ def run_symbols(
     )
     (out / "summary.json").write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
     return report
-
-
-def _since(started: float) -> float:
-    return round(time.perf_counter() - started, 2)
 
 
 class Prepared(BaseModel):
@@ -426,7 +405,7 @@ def _read(
     state = retriever.invoke({"query": task.query}, context=context)
     hits = list(dict.fromkeys(h["payload"] for h in state.get("retrieved") or []))
     # text only: the entries without their addresses, which are the symbolic conditions'
-    shown = "\n\n".join(f"Entry {i}:\n{p}" for i, p in enumerate(hits, start=1))
+    shown = entries_support(hits)
     return {
         "retrieved": {
             "support": shown or NO_MEMORY_ANSWER,
@@ -447,8 +426,7 @@ def _summaries(
     intervals: IntervalSettings,
 ) -> dict[str, dict[str, ConditionResult]]:
     def scores(condition: str, k: int) -> dict[str, float]:
-        rows = [r for r in records if r.condition == condition and r.k == k]
-        return {r.id: 0.0 if r.error or r.score is None else float(r.score) for r in rows}
+        return scores_by_task(r for r in records if r.condition == condition and r.k == k)
 
     raw = scores("raw", 0)
     out: dict[str, dict[str, ConditionResult]] = {}

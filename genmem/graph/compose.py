@@ -37,6 +37,7 @@ from genmem.graph._addressing import BankGenerators, GeneratorFactory
 from genmem.graph._runtime import bank_from_runtime
 from genmem.graph.retriever import MemoryContext, extract_answer
 from genmem.memory.bank import Bank
+from genmem.memory.data_block import unwrap_echo
 from genmem.memory.gate import DEFAULT_GATE, GateConfig, WriteGate, check_join
 from genmem.memory.records import Update
 from genmem.policies.addressing import Addresser, addresser_name, check_addresser
@@ -157,7 +158,9 @@ def _go_on(state: Any) -> str:
 
 
 def _reply(chat: BaseChatModel, system: str, user: str) -> str:
-    return extract_answer(str(chat.invoke([SystemMessage(system), HumanMessage(user)]).content))
+    """The model's reply, without an ``<experience>`` wrapper copied from the prompt's blocks."""
+    reply = str(chat.invoke([SystemMessage(system), HumanMessage(user)]).content)
+    return unwrap_echo(extract_answer(reply))
 
 
 def _write(

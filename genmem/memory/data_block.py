@@ -18,14 +18,18 @@ payload cannot smuggle a delimiter through a double escape either.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 
-__all__ = ["data_block", "escape_data"]
+__all__ = ["data_block", "escape_data", "unwrap_echo"]
 
 # '<' right before a letter or '_' opens a tag, and '<' before a '/' (spaces allowed) closes one,
 # in any markup a model may have learnt; an SID token is exempt.
 _TAGLIKE = re.compile(r"<(?=[A-Za-z_]|\s*/)(?!SID_L\d+_\d+>)")
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 _ATTR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A reply that opens with the wrapper of a data block, as small models copy it from the prompt:
+# the opening tag (attributes allowed), and its closing tag if the reply got that far.
+_ECHO_OPEN = re.compile(r"\A\s*<([a-z][a-z0-9_]*)(?:\s+[A-Za-z_][A-Za-z0-9_]*=\"[^\"<>]*\")*\s*>")
 
 
 def escape_data(text: str) -> str:
@@ -49,3 +53,18 @@ def data_block(tag: str, text: str, **attrs: object) -> str:
         quoted = escape_data(str(value)).replace('"', "&quot;")
         rendered.append(f' {name}="{quoted}"')
     return f"<{tag}{''.join(rendered)}>\n{escape_data(text)}\n</{tag}>"
+
+
+def unwrap_echo(text: str, tags: Collection[str] = ("experience",)) -> str:
+    """``text`` without a wrapper of one of ``tags`` that it opens with (``<experience
+    name="C">`` ... ``</experience>``), as a small model copies the form of the blocks in its
+    prompt when asked to write one; other text unchanged.
+
+    Only that outer wrapper goes: markup inside it stays for the write gate to see.
+    """
+    match = _ECHO_OPEN.match(text)
+    if match is None or match.group(1) not in tags:
+        return text
+    inner = text[match.end() :]
+    close = re.compile(rf"</\s*{match.group(1)}\s*>\s*\Z")
+    return close.sub("", inner).strip()

@@ -1,4 +1,4 @@
-"""`genmem experiment symbols`: bad input, and every condition on the real default model."""
+"""`genmem experiment symbols|fusion|codebooks`: bad input, and runs on the real default model."""
 
 from __future__ import annotations
 
@@ -68,6 +68,55 @@ def test_symbols_on_the_real_model_and_seed_bank(tmp_path: Path, seed_bank_url: 
     assert (out / "symbols.png").stat().st_size > 0
     prepared = (out / "addresses.jsonl").read_text().splitlines()
     assert len(prepared) == 2
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "message"),
+    [
+        (["--conditions", "fused,c"], 2, "unknown conditions"),
+        (["--sid-model", "vllm:http://x#m"], 2, "--sid-model"),
+        (["--bank", "sqlite:///nowhere/x.db?bank=missing"], 1, "no bank 'missing'"),
+    ],
+)
+@pytest.mark.parametrize("experiment", ["fusion", "symbols"])
+def test_bad_input_is_refused_before_an_output_folder_is_made(
+    tmp_path: Path, capsys, experiment: str, extra: list[str], code: int, message: str
+) -> None:
+    if experiment == "symbols" and extra[0] == "--conditions":
+        extra = ["--conditions", "raw,c"]
+    out = tmp_path / "out"
+    assert main(["experiment", experiment, *extra, "--out", str(out)]) == code
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_fusion_on_the_real_model_and_seed_bank(tmp_path: Path, seed_bank_url: str, capsys):
+    from genmem.memory.location import open_bank
+
+    before = open_bank(seed_bank_url).stats()
+    out = tmp_path / "fusion"
+    args = ["experiment", "fusion", "--bench", "gsm8k-test", "--limit", "1"]
+    args += ["--bank", seed_bank_url, "--max-steps", "1", "--max-new-tokens", "8"]
+    assert main([*args, "--conditions", "none,a,unchecked", "--out", str(out), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert list(result["conditions"]) == ["none", "a", "fused", "unchecked"]
+    assert set(result["fused_vs"]) == {"a", "none"}
+    assert sum(result["fusions"].values()) == 1 and "error" not in result["fusions"]
+    pair = json.loads((out / "pairs.jsonl").read_text())
+    bank = open_bank(seed_bank_url)
+    assert len(pair["sources"]) == 2 and all(bank.get(s) is not None for s in pair["sources"])
+    assert pair["fused"] and pair["addresser"] == "quantizer"  # the policy is not aligned
+    # the write went through the gate into the scratch copy; --bank is as it was
+    assert bank.stats() == before
+    scratch = open_bank(pair["scratch"])
+    logged = scratch.events()
+    assert len(logged) == before.events + 1 and logged[-1].outcome == pair["outcome"]
+    records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    assert len(records) == 4 and not [r for r in records if r["error"]]
+    fused = next(r for r in records if r["condition"] == "fused")
+    assert (fused["support"] is None) == (pair["outcome"] == "rejected")
+    assert (out / "fusion.png").stat().st_size > 0
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from genmem.memory.data_block import data_block, escape_data
+from genmem.memory.data_block import data_block, escape_data, unwrap_echo
 
 SID = "<SID_L1_3><SID_L2_0><SID_L3_7><SID_L4_1>"
 
@@ -60,3 +60,26 @@ def test_bad_tag_names_are_programming_errors(tag: str) -> None:
 def test_fuzzed_text_never_contains_a_tag(text: str) -> None:
     escaped = escape_data(text)
     assert not re.search(r"<[A-Za-z_]|<\s*/", re.sub(r"<SID_L\d+_\d+>", " ", escaped))
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ('<experience name="C">\nPlan: add the parts.\n</experience>\n', "Plan: add the parts."),
+        ('<experience name="C">\nPlan: add the', "Plan: add the"),  # cut off before closing
+        ("<experience>Plan</experience>", "Plan"),
+        # markup inside the wrapper stays for the gate; other wrappers and plain text unchanged
+        ("<experience>x <tool_response> y</experience>", "x <tool_response> y"),
+        ("<tool_response>\n1. She gets 40 sections", "<tool_response>\n1. She gets 40 sections"),
+        ("<SID_L1_3><SID_L2_0> then add", "<SID_L1_3><SID_L2_0> then add"),
+        ("Plan: <experience>", "Plan: <experience>"),
+    ],
+)
+def test_a_copied_experience_wrapper_is_unwrapped(reply: str, expected: str) -> None:
+    assert unwrap_echo(reply) == expected
+
+
+@given(st.text(max_size=80))
+def test_unwrapping_a_block_gives_back_its_escaped_text(text: str) -> None:
+    block = data_block("experience", text, name="C")
+    assert unwrap_echo(block) == escape_data(text).strip()
