@@ -36,8 +36,7 @@ _lock = threading.Lock()
 _state: dict[str, Any] = {
     "url": None,
     "error": None,
-    "dir": None,
-    "bin": None,
+    "server": None,
     "schemas": [],
     "icu_url": None,
     "icu_error": None,
@@ -82,31 +81,69 @@ def _run(*cmd: object) -> subprocess.CompletedProcess[str]:
     )
 
 
+class Throwaway:
+    """A private PostgreSQL server from Debian's binaries in a temporary directory, on a free
+    port of 127.0.0.1; ``durable=False`` switches fsync and synchronous commit off for speed.
+
+    Used by the tests (one per session) and by ``bench/stress.py`` (durable, for its figures).
+    """
+
+    def __init__(self, *, durable: bool = False) -> None:
+        self.durable = durable
+        self.root: Path | None = None
+        self.bindir: Path | None = None
+        self.url: str | None = None
+
+    def start(self) -> str:
+        """Start the server; its URL (``postgresql://postgres@127.0.0.1:PORT/postgres``)."""
+        bindir = _binaries()
+        if bindir is None:
+            raise RuntimeError(
+                f"no PostgreSQL server binaries (initdb) found and {ENV_URL} is not set; install "
+                "them (`bash .ci/postgres.sh`, i.e. apt-get install postgresql) or point "
+                f"{ENV_URL} at a server"
+            )
+        root = Path(tempfile.mkdtemp(prefix="genmem-pg-"))
+        if os.geteuid() == 0:
+            shutil.chown(root, "postgres", "postgres")
+        data, port = root / "data", _free_port()
+        opts = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c max_connections=200"
+        if not self.durable:
+            opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        try:
+            _run(bindir / "initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8")
+            _run(bindir / "pg_ctl", "-D", data, "-o", opts, "-l", root / "log", "-w", "start")
+        except subprocess.CalledProcessError as exc:
+            log = root / "log"
+            tail = log.read_text()[-2000:] if log.exists() else ""
+            raise RuntimeError(f"could not start PostgreSQL: {exc.stderr or exc}\n{tail}") from exc
+        self.root, self.bindir = root, bindir
+        self.url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        return self.url
+
+    def stop(self) -> None:
+        """Stop the server and remove its directory (nothing if it never started)."""
+        if self.root is None or self.bindir is None:
+            return
+        try:
+            _run(self.bindir / "pg_ctl", "-D", self.root / "data", "-m", "immediate", "stop")
+        except subprocess.SubprocessError:
+            pass  # already gone; the directory goes anyway
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.root = self.bindir = self.url = None
+
+    def __enter__(self) -> str:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
 def _start() -> str:
-    bindir = _binaries()
-    if bindir is None:
-        raise RuntimeError(
-            f"no PostgreSQL server binaries (initdb) found and {ENV_URL} is not set; install "
-            "them (`bash .ci/postgres.sh`, i.e. apt-get install postgresql) or point "
-            f"{ENV_URL} at a server"
-        )
-    root = Path(tempfile.mkdtemp(prefix="genmem-pg-"))
-    if os.geteuid() == 0:
-        shutil.chown(root, "postgres", "postgres")
-    data, port = root / "data", _free_port()
-    opts = (
-        f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off "
-        "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-    )
-    try:
-        _run(bindir / "initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8")
-        _run(bindir / "pg_ctl", "-D", data, "-o", opts, "-l", root / "log", "-w", "start")
-    except subprocess.CalledProcessError as exc:
-        log = root / "log"
-        tail = log.read_text()[-2000:] if log.exists() else ""
-        raise RuntimeError(f"could not start PostgreSQL: {exc.stderr or exc}\n{tail}") from exc
-    _state["dir"], _state["bin"] = root, bindir
-    return f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    server = Throwaway()
+    url = server.start()
+    _state["server"] = server
+    return url
 
 
 def server_url() -> str:
@@ -210,18 +247,13 @@ def as_url(conninfo: str, scheme: str = "postgresql", bank: str = "default") -> 
 def stop() -> None:
     """Drop the test schemas and stop the throwaway server, if any was started."""
     schemas, _state["schemas"] = _state["schemas"], []
-    if schemas and _state["url"] and _state["dir"] is None:  # an external server: clean up
+    if schemas and _state["url"] and _state["server"] is None:  # an external server: clean up
         import psycopg
 
         for url in dict.fromkeys(u for u, _ in schemas):
             with psycopg.connect(url, autocommit=True) as conn:
                 for name in (n for u, n in schemas if u == url):
                     conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-    root, bindir = _state["dir"], _state["bin"]
-    if root is not None:
-        try:
-            _run(bindir / "pg_ctl", "-D", root / "data", "-m", "immediate", "stop")
-        except subprocess.SubprocessError:
-            pass  # already gone; the directory goes anyway
-        shutil.rmtree(root, ignore_errors=True)
-    _state.update(url=None, error=None, dir=None, bin=None, icu_url=None, icu_error=None)
+    if _state["server"] is not None:
+        _state["server"].stop()
+    _state.update(url=None, error=None, server=None, icu_url=None, icu_error=None)
