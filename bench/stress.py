@@ -7,6 +7,9 @@ went through is looked up in the bank's history, the versions of every slot are 
 and repeats, the event log is replayed from empty against the live versions, and the bank's own
 ``check()`` runs. Last, lookups/s of ``--readers`` reader processes alone and while ``--writers``
 writer processes revise the same SIDs (the ratio is the cost of the writers to the readers).
+Then ``--kills`` times a writer is killed with SIGKILL at a random moment, and the bank must open,
+pass ``check()`` and hold exactly the writes the writer reported committed
+(:mod:`genmem.memory.faults`).
 
 SQLite is a file in a temporary directory (WAL, the store's defaults). PostgreSQL is a private
 throwaway server (Debian's binaries, ``bash .ci/postgres.sh``) started **durable**: fsync and
@@ -35,6 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/_postgres.py: the server
 
+from genmem.memory.faults import kill_trials
 from genmem.memory.stress import STRESS_SPEC, StressConfig, lookup_throughput, run_stress
 
 _MUST_BE_ZERO = (
@@ -83,6 +87,9 @@ def _one(name: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             seconds=args.seconds,
             sids=args.sids,
         )
+        _say(f"{name}: {args.kills} writers killed at random moments")
+        kills = kill_trials(_fresh_bank(store, "kills"), trials=args.kills, seed=args.seed)
+        result["kills"] = kills.to_dict()
     return result
 
 
@@ -96,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--readers", type=int, default=16, help="lookup processes (16)")
     p.add_argument("--writers", type=int, default=4, help="writers beside the readers (4)")
     p.add_argument("--seconds", type=float, default=10.0, help="timed lookup window (10)")
+    p.add_argument("--kills", type=int, default=50, help="writers killed with SIGKILL (50)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
@@ -115,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     failed = [f"{b}: {k} = {r[k]}" for b, r in backends.items() for k in _MUST_BE_ZERO if r[k]]
+    failed += [f"{b}: kills {k} = {r['kills'][k]}" for b, r in backends.items()
+               for k in ("lost", "phantoms", "problems") if r["kills"][k]]  # fmt: skip
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -127,6 +137,15 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['version_errors']} | {r['replay_errors']} | {r['contested_inserts']} | "
                   f"{r['p50_ms']} | {r['p99_ms']} | {lk['lookups_per_s_alone']} | "
                   f"{lk['lookups_per_s_with_writers']} | {lk['ratio']} |")  # fmt: skip
+        print("\n| backend | kills | writes committed | under way, kept | under way, rolled "
+              "back | lost | phantoms | check() problems |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|---|")
+        for b, r in backends.items():
+            k = r["kills"]
+            print(
+                f"| {b} | {k['trials']} | {k['committed']} | {k['in_flight_kept']} | "
+                f"{k['in_flight_dropped']} | {k['lost']} | {k['phantoms']} | {k['problems']} |"
+            )
         for line in failed:
             print(f"FAILED {line}")
     return 1 if failed else 0

@@ -103,3 +103,31 @@ def test_bad_settings_are_refused() -> None:
     for kwargs in ({"processes": 0}, {"sids": 0}, {"sids": 10_000}, {"mix": (1.0,)}):
         with pytest.raises(ValueError):
             StressConfig(**kwargs)
+
+
+@pytest.mark.parametrize("store", [_sqlite, _postgresql], ids=["sqlite", "postgresql"])
+def test_a_writer_killed_at_random_moments_leaves_exactly_what_it_committed(
+    tmp_path: Path, store
+) -> None:
+    from genmem.memory.faults import kill_trials
+
+    url = _bank(store(tmp_path, "kills"))
+    result = kill_trials(url, trials=4, seed=1, max_after=0.6)
+    assert (result.lost, result.phantoms, result.problems) == (0, 0, 0), result.examples
+    assert result.committed > 0
+    assert result.in_flight_kept + result.in_flight_dropped <= result.trials
+
+
+def test_the_kill_check_counts_a_write_that_is_not_there(tmp_path: Path) -> None:
+    from genmem.memory.faults import FaultResult, _compare
+    from genmem.memory.location import open_bank
+
+    bank = open_bank(_bank(_sqlite(tmp_path, "kills")))
+    sid = str(STRESS_SPEC.make((0, 0, 0)))
+    bank.insert(sid, "seed 7 write 0", actor="k7")
+    bank.revise(sid, "seed 7 write 9", actor="k7")  # never announced: a phantom
+    lines = [f"intent 0 {sid} seed 7 write 0", "done 0 1", f"intent 1 {sid} seed 7 write 1",
+             "done 1 3"]  # fmt: skip
+    result = FaultResult("sqlite", 1, 0, 0, 0, 0, 0, 0)
+    _compare(bank, 7, lines, result)
+    assert (result.committed, result.lost, result.phantoms) == (2, 1, 1)
