@@ -131,6 +131,13 @@ class VersionConflict(GenMemError, RuntimeError):
         self.actual = actual
 
 
+class BankUnavailable(GenMemError, ConnectionError):
+    """The bank's server went away (restarted, shut down, unreachable) during a call.
+
+    A write under way when it happened may or may not have been committed: read the slot
+    again before retrying it (a retried revise with ``expected_version`` is safe)."""
+
+
 class IntegrityError(GenMemError, RuntimeError):
     """A bank's stored state breaks one of its invariants (found by `check()`)."""
 

@@ -93,6 +93,7 @@ class Throwaway:
         self.root: Path | None = None
         self.bindir: Path | None = None
         self.url: str | None = None
+        self._opts = ""
 
     def start(self) -> str:
         """Start the server; its URL (``postgresql://postgres@127.0.0.1:PORT/postgres``)."""
@@ -110,6 +111,7 @@ class Throwaway:
         opts = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c max_connections=200"
         if not self.durable:
             opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        self._opts = opts
         try:
             _run(bindir / "initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8")
             _run(bindir / "pg_ctl", "-D", data, "-o", opts, "-l", root / "log", "-w", "start")
@@ -120,6 +122,13 @@ class Throwaway:
         self.root, self.bindir = root, bindir
         self.url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
         return self.url
+
+    def restart(self) -> None:
+        """Restart the running server (``fast``: open sessions are cut, as in a failover)."""
+        assert self.root is not None and self.bindir is not None, "start() it first"
+        data, log = self.root / "data", self.root / "log"
+        _run(self.bindir / "pg_ctl", "-D", data, "-m", "fast", "-o", self._opts, "-l", log, "-w",
+             "restart")  # fmt: skip
 
     def stop(self) -> None:
         """Stop the server and remove its directory (nothing if it never started)."""

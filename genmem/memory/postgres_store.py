@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from genmem.errors import GenMemError
+from genmem.errors import BankUnavailable, GenMemError
 from genmem.memory._sqlbase import SQLBankStore
 from genmem.memory.backend import RetryableWrite
 
@@ -54,6 +54,14 @@ _STORE_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('genmem|' || curren
 _KEY_LOCK = (
     "SELECT pg_advisory_xact_lock(hashtextextended('genmem|' || current_schema() || '|' || ?, 0))"
 )
+
+
+def _unavailable(url: str, exc: BaseException) -> BankUnavailable:
+    return BankUnavailable(
+        f"lost the connection to PostgreSQL at {url} ({type(exc).__name__}: "
+        f"{str(exc).strip()[:200]}); a write under way may or may not have been committed: "
+        "read the slot again before retrying it"
+    )
 
 
 class PostgresUnavailable(GenMemError, ImportError):
@@ -136,12 +144,23 @@ class PostgresBankStore(SQLBankStore):
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
-        if self._pool is not None:
-            with self._pool.connection() as conn:
+        """A connection; losing it (a server restart or shutdown) is :class:`BankUnavailable`."""
+        psycopg, psycopg_pool = import_psycopg()
+        conn = None
+        try:
+            if self._pool is not None:
+                with self._pool.connection() as conn:
+                    yield conn
+                return
+            with self._conn_lock:  # a psycopg connection runs one statement at a time
+                conn = self._conn
                 yield conn
-            return
-        with self._conn_lock:  # a psycopg connection runs one statement at a time
-            yield self._conn
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            if conn is not None and not (conn.broken or conn.closed):
+                raise  # a query's own failure (lock timeout, serialisation): not the link
+            raise _unavailable(self.url, exc) from exc
+        except psycopg_pool.PoolTimeout as exc:
+            raise _unavailable(self.url, exc) from exc
 
     @contextmanager
     def _read(self) -> Iterator[Any]:

@@ -336,3 +336,71 @@ def test_missing_driver_says_how_to_install(monkeypatch, missing: str) -> None:
     with pytest.raises(PostgresUnavailable, match=r"pip install 'genmem\[postgres\]'") as info:
         PostgresBankStore("postgresql://nowhere/db")
     assert isinstance(info.value, ImportError) and isinstance(info.value, GenMemError)
+
+
+@integration
+def test_a_server_restart_gives_typed_errors_and_loses_no_write() -> None:
+    """Writers during a restart get BankUnavailable (or succeed); every write they were told
+    went through is stored, and writing goes on once the server is back."""
+    from genmem.errors import BankUnavailable, GenMemError
+    from genmem.memory.location import open_bank
+
+    server = _postgres.Throwaway()
+    try:
+        url = server.start()
+    except RuntimeError as exc:
+        _postgres._unavailable(str(exc))
+    try:
+        bank_url = f"{url}?bank=restart"
+        _store(url).create_bank("restart", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
+        bank = open_bank(bank_url)
+        bank.insert(SIDS[0], "start")
+        stop, done, errors = threading.Event(), [], []
+
+        def write() -> None:
+            i = 0
+            while not stop.is_set():
+                try:
+                    entry = bank.get(SIDS[0])
+                    r = bank.revise(SIDS[0], f"w {i}", expected_version=entry.version)
+                    done.append((r.version_after, f"w {i}", time.monotonic()))
+                except GenMemError as exc:  # anything untyped fails the test
+                    errors.append(exc)
+                    time.sleep(0.02)
+                i += 1
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        time.sleep(0.5)
+        server.restart()
+        back = time.monotonic()
+        time.sleep(1.0)
+        stop.set()
+        writer.join(timeout=60)
+        assert not writer.is_alive()
+        assert all(isinstance(e, BankUnavailable) for e in errors), errors
+        assert any(t > back for *_, t in done)  # it writes again after the restart
+        stored = {v.version: v.payload for v in bank.history(SIDS[0])}
+        assert [(v, p) for v, p, _ in done if stored.get(v) != p] == []
+        assert bank.check(raise_on_error=False) == []
+    finally:
+        server.stop()
+
+
+@integration
+def test_a_lost_connection_is_a_typed_error_for_reads_and_writes(conninfo: str) -> None:
+    import psycopg
+
+    from genmem.errors import BankUnavailable
+
+    _seed(conninfo)
+    conn = psycopg.connect(conninfo, autocommit=True)
+    bank = _store(conn).bank("default")
+    assert bank.get(SIDS[0]).payload == "seed"
+    with psycopg.connect(conninfo, autocommit=True) as admin:  # the server ends the session
+        admin.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+    with pytest.raises(BankUnavailable, match="read the slot again"):
+        bank.get(SIDS[0])
+    with pytest.raises(BankUnavailable):
+        bank.revise(SIDS[0], "after", expected_version=1)
+    assert _store(conninfo).bank("default").get(SIDS[0]).version == 1  # nothing written
