@@ -138,6 +138,12 @@ class BankUnavailable(GenMemError, ConnectionError):
     again before retrying it (a retried revise with ``expected_version`` is safe)."""
 
 
+class BankStorageError(GenMemError, OSError):
+    """The bank's storage refused a write (disk full, read-only file or database, I/O error).
+
+    The write was rolled back: the bank is as it was before the call."""
+
+
 class IntegrityError(GenMemError, RuntimeError):
     """A bank's stored state breaks one of its invariants (found by `check()`)."""
 

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from genmem.errors import BankUnavailable, GenMemError
+from genmem.errors import BankStorageError, BankUnavailable, GenMemError
 from genmem.memory._sqlbase import SQLBankStore
 from genmem.memory.backend import RetryableWrite
 
@@ -198,6 +198,11 @@ class PostgresBankStore(SQLBankStore):
                 yield cur
         except transient as exc:
             raise RetryableWrite(f"postgres: {type(exc).__name__}: {exc}") from exc
+        except (errors.DiskFull, errors.ReadOnlySqlTransaction, errors.IoError) as exc:
+            raise BankStorageError(
+                f"{self.url}: the server refused the write ({type(exc).__name__}: {exc}); it was "
+                "rolled back and the bank is unchanged"
+            ) from exc
 
     def _lock_log(self, cur: Any, bank_id: str) -> None:
         """Hold the bank's log lock to commit, so sequence numbers follow commit order."""

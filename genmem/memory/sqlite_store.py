@@ -16,12 +16,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from genmem.errors import BankStorageError
 from genmem.memory._sqlbase import SQLBankStore
 from genmem.memory.backend import RetryableWrite
 
 __all__ = ["SQLiteBankStore"]
 
 _TRANSIENT = ("locked", "busy")
+_STORAGE = ("full", "readonly", "read-only", "disk i/o", "unable to open")
+"""SQLite messages of a write the storage refused (SQLITE_FULL, _READONLY, _IOERR, _CANTOPEN)."""
 
 
 class SQLiteBankStore(SQLBankStore):
@@ -120,8 +123,14 @@ class SQLiteBankStore(SQLBankStore):
                     conn.rollback()
                     raise
             except sqlite3.OperationalError as exc:
-                if any(t in str(exc).lower() for t in _TRANSIENT):
+                message = str(exc).lower()
+                if any(t in message for t in _TRANSIENT):
                     raise RetryableWrite(str(exc)) from exc  # lock held: the bank retries
+                if any(t in message for t in _STORAGE):
+                    raise BankStorageError(
+                        f"{self.url}: the storage refused the write ({exc}); it was rolled "
+                        "back and the bank is unchanged: free space or make the file writable"
+                    ) from exc
                 raise
             finally:
                 cur.close()

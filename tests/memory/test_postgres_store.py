@@ -404,3 +404,19 @@ def test_a_lost_connection_is_a_typed_error_for_reads_and_writes(conninfo: str) 
     with pytest.raises(BankUnavailable):
         bank.revise(SIDS[0], "after", expected_version=1)
     assert _store(conninfo).bank("default").get(SIDS[0]).version == 1  # nothing written
+
+
+@integration
+def test_a_read_only_server_is_a_typed_error_and_changes_nothing(conninfo: str) -> None:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from genmem.errors import BankStorageError
+
+    _seed(conninfo)
+    options = conninfo_to_dict(conninfo).get("options", "")
+    read_only = make_conninfo(conninfo, options=f"{options} -cdefault_transaction_read_only=on")
+    bank = _store(read_only, setup=False).bank("default")
+    assert bank.get(SIDS[0]).payload == "seed"
+    with pytest.raises(BankStorageError, match="ReadOnlySqlTransaction"):
+        bank.revise(SIDS[0], "changed")
+    assert _store(conninfo).bank("default").get(SIDS[0]).version == 1

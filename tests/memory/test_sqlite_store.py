@@ -150,3 +150,49 @@ def test_a_file_from_the_first_release_opens_unchanged(tmp_path: Path, monkeypat
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT MAX(version) FROM genmem_schema").fetchone()[0] == len(MIGRATIONS)
     new.close()
+
+
+def _filled_bank(path: Path) -> list[str]:
+    bank = SQLiteBankStore(path).create_bank("b", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
+    sids = [str(s) for s, _ in zip(DEFAULT_SPEC.all_sids(), range(3), strict=False)]
+    for sid in sids:
+        bank.insert(sid, f"entry at {sid}")
+    return sids
+
+
+def test_a_full_disk_is_a_typed_error_and_nothing_is_half_written(tmp_path: Path) -> None:
+    import pytest
+
+    from genmem.errors import BankStorageError
+
+    path = tmp_path / "full.db"
+    sids = _filled_bank(path)
+    conn = sqlite3.connect(path)
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages + 2}")  # the disk holds 2 more pages
+    bank = SQLiteBankStore(conn).bank("b")
+    written = 0
+    with pytest.raises(BankStorageError, match="rolled back"):
+        for i in range(1000):
+            bank.revise(sids[i % 3], f"revision {i}: " + "x" * 3000)
+            written += 1
+    assert written < 1000
+    after = SQLiteBankStore(path).bank("b")
+    assert after.check(raise_on_error=False) == []
+    assert after.stats().versions == 3 + written  # every write whole or not there
+    assert after.stats().events == 3 + written
+
+
+def test_a_read_only_file_is_a_typed_error_and_changes_nothing(tmp_path: Path) -> None:
+    import pytest
+
+    from genmem.errors import BankStorageError
+
+    path = tmp_path / "ro.db"
+    sids = _filled_bank(path)
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    bank = SQLiteBankStore(conn, setup=False).bank("b")
+    assert bank.get(sids[0]).payload == f"entry at {sids[0]}"  # reads work
+    with pytest.raises(BankStorageError, match="readonly"):
+        bank.revise(sids[0], "changed")
+    assert SQLiteBankStore(path).bank("b").get(sids[0]).version == 1
