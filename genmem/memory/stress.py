@@ -48,8 +48,6 @@ OPS = ("insert", "revise", "retain", "delete", "lookup", "snapshot")
 _TYPED = (SlotOccupied, VersionConflict, SlotEmpty)
 """Refusals a race may legitimately give; anything else is an unexpected error."""
 _WRITES = ("inserted", "revised", "deleted")
-_WARMUP_S = 5.0
-"""Seconds the timed phase of :func:`lookup_throughput` waits for its processes to start."""
 STRESS_SPEC = SIDSpec((4, 4, 4))
 """The stress banks' address space: small, so that workers meet on the same slots."""
 
@@ -297,50 +295,50 @@ def _replay_errors(bank: Any, problems: list[str]) -> int:
     return errors
 
 
-def _reader(url: str, sids: list[str], start: float, until: float) -> int:
+def _reader(
+    url: str, sids: list[str], barrier: Any, seconds: float, counts: Any, slot: int
+) -> None:
+    """Lookups for ``seconds`` after every process is ready; the count goes to ``counts``."""
     from genmem.memory.location import open_bank
 
     bank = open_bank(url)
-    time.sleep(max(0.0, start - time.time()))
-    done = 0
-    while time.time() < until:
+    bank.lookup(sids[:1], k=3)  # connected and warm before the clock starts
+    barrier.wait()
+    until, done = time.monotonic() + seconds, 0
+    while time.monotonic() < until:
         bank.lookup(sids[done % len(sids) : done % len(sids) + 1], k=3)
         done += 1
-    return done
+    counts[slot] = done
 
 
-def _writer(url: str, index: int, sids: list[str], start: float, until: float) -> int:
+def _writer(
+    url: str, sids: list[str], barrier: Any, seconds: float, counts: Any, slot: int
+) -> None:
+    """Revisions for ``seconds`` after every process is ready; the count goes to ``counts``."""
     from genmem.memory.location import open_bank
 
     bank = open_bank(url)
-    time.sleep(max(0.0, start - time.time()))
-    done = 0
-    while time.time() < until:
-        sid = sids[done % len(sids)]
+    bank.get(sids[0])
+    barrier.wait()
+    until, done = time.monotonic() + seconds, 0
+    while time.monotonic() < until:
         try:
-            bank.revise(sid, f"writer {index} write {done}", actor=f"writer{index}")
+            bank.revise(sids[done % len(sids)], f"writer {slot} write {done}", actor=f"r{slot}")
         except GenMemError:
             pass  # a race; the load is the point here, not the outcome
         done += 1
-    return done
+    counts[slot] = done
 
 
 def lookup_throughput(
-    url: str,
-    *,
-    readers: int = 16,
-    writers: int = 4,
-    seconds: float = 10.0,
-    sids: int = 8,
-    warmup: float = _WARMUP_S,
+    url: str, *, readers: int = 16, writers: int = 4, seconds: float = 10.0, sids: int = 8
 ) -> dict[str, float]:
     """Lookups/s of ``readers`` processes alone, then while ``writers`` revise the same SIDs.
 
-    Each phase starts ``warmup`` seconds after its processes are launched, so that all of them
-    have opened the bank, and counts lookups for ``seconds``."""
-    names = _sids(sids)
+    Each phase's clock starts when all its processes have opened the bank (a barrier)."""
     from genmem.memory.location import open_bank
 
+    names = _sids(sids)
     bank = open_bank(url)
     for sid in names:
         if bank.get(sid) is None:
@@ -348,17 +346,19 @@ def lookup_throughput(
     ctx = multiprocessing.get_context("spawn")
     out: dict[str, float] = {}
     for label, n_writers in (("alone", 0), ("with_writers", writers)):
-        with ctx.Pool(readers + n_writers) as pool:
-            start = time.time() + warmup
-            until = start + seconds
-            reads = pool.starmap_async(_reader, [(url, names, start, until)] * readers)
-            writes = pool.starmap_async(
-                _writer, [(url, i, names, start, until) for i in range(n_writers)]
-            )
-            out[f"lookups_per_s_{label}"] = round(sum(reads.get()) / seconds, 1)
-            if n_writers:
-                out["writes_per_s"] = round(sum(writes.get()) / seconds, 1)
-            else:
-                writes.get()
+        counts = ctx.Array("q", readers + n_writers)
+        barrier = ctx.Barrier(readers + n_writers)
+        roles = [_reader] * readers + [_writer] * n_writers
+        procs = [ctx.Process(target=f, args=(url, names, barrier, seconds, counts, i))
+                 for i, f in enumerate(roles)]  # fmt: skip
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join()
+        if any(proc.exitcode != 0 for proc in procs):
+            raise RuntimeError(f"lookup bench processes died: {[p.exitcode for p in procs]}")
+        out[f"lookups_per_s_{label}"] = round(sum(counts[:readers]) / seconds, 1)
+        if n_writers:
+            out["writes_per_s"] = round(sum(counts[readers:]) / seconds, 1)
     out["ratio"] = round(out["lookups_per_s_with_writers"] / out["lookups_per_s_alone"], 3)
     return out
