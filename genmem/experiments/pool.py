@@ -49,6 +49,9 @@ def run_tasks(
         for item in todo:
             yield item, fn(item)
         return
+    from genmem.policies.local import import_transformers
+
+    import_transformers()  # before the threads: its lazy first import is not thread-safe
     stop = threading.Event()
 
     def guarded(item: T) -> R:

@@ -53,7 +53,10 @@ def parse_bank_url(url: str) -> BankURL:
     """Split a bank URL into scheme, location and bank id (InvalidBankURL on anything else)."""
     if not isinstance(url, str) or "://" not in url:
         raise InvalidBankURL(f"bank URL {url!r} has no scheme; use one of: {_FORMS}", url=str(url))
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. an unclosed '[' of an IPv6 host
+        raise InvalidBankURL(f"bank URL {url!r} cannot be read: {exc}", url=url) from None
     scheme = parts.scheme.lower()
     query = parse_qsl(parts.query, keep_blank_values=True)
     bank_ids = [v for k, v in query if k == "bank"]

@@ -7,6 +7,7 @@ Any URL may name the bank inside the store with the query parameter ``bank``:
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
@@ -26,20 +27,28 @@ __all__ = ["DEFAULT_BANK_ID", "BankURL", "open_bank", "open_store", "parse_bank_
 def open_store(url: str | BankURL) -> BankStore:
     """Open the store a URL names (creating a SQLite file if needed)."""
     parsed = url if isinstance(url, BankURL) else parse_bank_url(url)
+    try:
+        store = _store_for(parsed)
+    except sqlite3.DatabaseError as exc:  # a directory, another kind of file, no access
+        raise InvalidBankURL(
+            f"{parsed.location} cannot be opened as a SQLite bank file ({exc})", url=parsed.url
+        ) from None
+    store.url = _redact(parsed.url.split("?")[0])
+    return store
+
+
+def _store_for(parsed: BankURL) -> BankStore:
     if parsed.scheme == "sqlite":
         from genmem.memory.sqlite_store import SQLiteBankStore
 
-        store: BankStore = SQLiteBankStore(parsed.location)
-    elif parsed.scheme == "postgresql":
+        return SQLiteBankStore(parsed.location)
+    if parsed.scheme == "postgresql":
         from genmem.memory.postgres_store import PostgresBankStore
 
-        store = PostgresBankStore.from_conn_string(parsed.location)
-    else:
-        from genmem.memory.langgraph_store import LangGraphBankStore
+        return PostgresBankStore.from_conn_string(parsed.location)
+    from genmem.memory.langgraph_store import LangGraphBankStore
 
-        store = LangGraphBankStore.from_url(parsed)
-    store.url = _redact(parsed.url.split("?")[0])
-    return store
+    return LangGraphBankStore.from_url(parsed)
 
 
 def _redact(url: str) -> str:

@@ -494,7 +494,7 @@ class Codebooks:
                 centres = [npz[f"centres_{i}"] for i in levels]
                 mults = [npz[f"multipliers_{i}"] for i in levels]
                 dirs = [npz[f"directions_{i}"] for i in levels] if "directions_1" in npz else None
-        except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        except (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile) as exc:
             raise CodebookError(
                 f"{arr_path} cannot be read as codebook arrays ({exc}); restore it or refit"
             ) from None

@@ -44,6 +44,7 @@ __all__ = [
     "ReplyMemo",
     "cache_root",
     "default_gguf_path",
+    "import_transformers",
     "int8_copy",
     "load_policy",
     "model_directory",
@@ -241,6 +242,25 @@ def load_policy(
             policy.prefixes = PrefixCache()
             _CACHE[key] = policy
     return policy
+
+
+def import_transformers() -> None:
+    """Resolve the transformers classes GenMem loads and generates with, in this thread.
+
+    transformers imports its classes lazily on first attribute access, and two threads that
+    touch one for the first time together can see a half-imported module (``ImportError:
+    cannot import name 'AutoModelForCausalLM'``): run this before starting worker threads.
+    Without transformers installed it does nothing.
+    """
+    try:
+        from transformers import (  # noqa: F401
+            AutoModelForCausalLM,
+            AutoTokenizer,
+            GenerationConfig,
+            LogitsProcessorList,
+        )
+    except ImportError:
+        return
 
 
 def _load(directory: Path, dtype: Dtype) -> LocalPolicy:

@@ -7,12 +7,13 @@ codebooks) its SID tokens were aligned.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
+
+from genmem.errors import InvalidModelSpec
 
 __all__ = ["POLICY_FILE", "Alignment", "PolicyInfo", "cache_root", "read_info", "write_info"]
 
@@ -65,8 +66,20 @@ def write_info(directory: Path, info: PolicyInfo) -> None:
 
 
 def read_info(directory: Path) -> PolicyInfo:
-    """``genmem_policy.json`` of ``directory`` (a bare model directory: its name as base model)."""
+    """``genmem_policy.json`` of ``directory`` (a bare model directory: its name as base model).
+
+    Raises:
+        InvalidModelSpec: the file is not UTF-8 JSON of a policy's record.
+    """
     path = directory / POLICY_FILE
-    if path.is_file():
-        return PolicyInfo.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    return PolicyInfo(base_model=directory.name)
+    if not path.is_file():
+        return PolicyInfo(base_model=directory.name)
+    try:
+        return PolicyInfo.model_validate_json(path.read_bytes())
+    except ValidationError as exc:
+        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": str(exc)}
+        where = ".".join(str(x) for x in first["loc"]) or "the file"
+        raise InvalidModelSpec(
+            f"{path} is not a policy record ({where}: {first['msg']}); restore it, or delete it "
+            "to use the directory as a bare model"
+        ) from None

@@ -1,0 +1,401 @@
+"""Hostile input for every parser and entry point that takes text from outside: the fuzz targets.
+
+Each :class:`Target` names an input (an SID string, a coordinator reply, the arguments a model
+passes to ``memory_lookup``, a bank URL, a task file, a codebook directory, a policy record, an
+update record), a Hypothesis strategy that writes arbitrary and near-valid versions of it, and
+a check that feeds one example in. The check returns ``"accepted"`` or ``"refused"`` (a typed
+error: the input's own error classes); anything else escapes and is a failure. Targets that
+touch a bank also assert that a refused input changed nothing in it.
+
+``tests/test_fuzz.py`` runs each target on a few hundred examples in CI; ``bench/fuzz.py`` runs
+10,000 each and records the counts.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import string
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from genmem.errors import GenMemError
+from genmem.memory.sid import DEFAULT_SPEC
+
+__all__ = ["TARGETS", "Target", "fuzz"]
+
+ACCEPTED, REFUSED = "accepted", "refused"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One input: how to write examples of it and how to feed one in."""
+
+    name: str
+    strategy: Callable[[], st.SearchStrategy[Any]]
+    check: Callable[[Any, Path], str]
+    """Feed one example in (a scratch folder beside it); ``accepted`` or ``refused``."""
+
+
+def _sid_like() -> st.SearchStrategy[str]:
+    """Text in and near the SID grammar: tokens with odd levels, codes, case and brackets."""
+    token = st.builds(
+        lambda pre, level, code, post: f"{pre}SID_L{level}_{code}{post}",
+        st.sampled_from(["<", "", "< ", "<<", "&lt;"]),
+        st.one_of(st.integers(-2, 7), st.text(string.digits, max_size=3)),
+        st.one_of(st.integers(-5, 300), st.text(string.digits + "-+ x", max_size=4)),
+        st.sampled_from([">", "", " >", ">>", ">\n"]),
+    )
+    return st.lists(token, max_size=6).map("".join)
+
+
+def _json_values() -> st.SearchStrategy[Any]:
+    leaves = st.one_of(
+        st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=30)
+    )
+    return st.recursive(
+        leaves,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)
+        ),
+        max_leaves=12,
+    )
+
+
+# --- SIDs -------------------------------------------------------------------------------------
+
+
+def _check_sid(text: str, _: Path) -> str:
+    from genmem.errors import InvalidSID
+
+    try:
+        sid = DEFAULT_SPEC.parse(text)
+    except InvalidSID:
+        return REFUSED
+    assert DEFAULT_SPEC.is_valid(str(sid)) and DEFAULT_SPEC.parse(str(sid)) == sid
+    return ACCEPTED
+
+
+# --- coordinator replies ----------------------------------------------------------------------
+
+
+def _replies() -> st.SearchStrategy[Any]:
+    actions = st.fixed_dictionaries(
+        {"action": st.sampled_from(["plan", "delegate", "revise", "finish", "FINISH ", "x"])},
+        optional={
+            "steps": _json_values(),
+            "agent": st.one_of(st.sampled_from(["solver", "Research", ""]), _json_values()),
+            "task": _json_values(),
+            "answer": _json_values(),
+            "thought": _json_values(),
+        },
+    )
+    shaped = st.one_of(
+        actions, st.fixed_dictionaries({"thought": _json_values(), "action": actions})
+    )
+    return st.one_of(
+        st.text(max_size=200),
+        _json_values().map(json.dumps),
+        shaped.map(json.dumps),
+        shaped.map(lambda d: "Sure! " + json.dumps(d)[: max(1, len(json.dumps(d)) // 2)]),
+        shaped,
+    )
+
+
+def _check_reply(reply: Any, _: Path) -> str:
+    from genmem.graph.planner_actions import InvalidAction, parse_decision
+
+    try:
+        parse_decision(reply, agents=("solver", "research"))
+    except InvalidAction:
+        return REFUSED
+    return ACCEPTED
+
+
+# --- memory_lookup arguments, through LangGraph's ToolNode as a model's tool call --------------
+
+_BANKS: dict[str, Any] = {}
+
+
+def _bank(folder: Path) -> Any:
+    """One small bank per process (a fuzz run reuses it; every check asserts it is unchanged)."""
+    if "bank" not in _BANKS:
+        from genmem.memory.sqlite_store import SQLiteBankStore
+
+        root = Path(tempfile.mkdtemp(prefix="genmem-fuzz-"))
+        store = SQLiteBankStore(root / "fuzz.db")
+        bank = store.create_bank("fuzz", spec=DEFAULT_SPEC, codebook_hash="0" * 64)
+        for codes in ((1, 2, 3, 4), (1, 2, 3, 5), (7, 0, 0, 0)):
+            bank.insert(DEFAULT_SPEC.make(codes), f"entry {codes}")
+        _BANKS["bank"], _BANKS["root"] = bank, root
+    return _BANKS["bank"]
+
+
+def _tool_args() -> st.SearchStrategy[Any]:
+    sid_list = st.one_of(_sid_like(), st.lists(_sid_like(), max_size=12), _json_values())
+    return st.one_of(
+        st.fixed_dictionaries({"sid_list": sid_list}),
+        st.dictionaries(st.text(max_size=10), _json_values(), max_size=3),
+        _json_values(),
+    )
+
+
+def _tool_graph(bank: Any) -> Any:
+    """A graph of one LangGraph ToolNode holding ``memory_lookup`` over ``bank`` (made once)."""
+    if "graph" not in _BANKS:
+        from langgraph.graph import START, MessagesState, StateGraph
+        from langgraph.prebuilt import ToolNode
+
+        from genmem.tools import create_memory_lookup_tool
+
+        g = StateGraph(MessagesState)
+        g.add_node("tools", ToolNode([create_memory_lookup_tool(bank)]))
+        g.add_edge(START, "tools")
+        _BANKS["graph"] = g.compile()
+    return _BANKS["graph"]
+
+
+def _check_tool(args: Any, folder: Path) -> str:
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    bank = _bank(folder)
+    before = bank.stats()
+    call = {"name": "memory_lookup", "args": args, "id": "call-1", "type": "tool_call"}
+    if not isinstance(args, dict):
+        call["args"] = {"sid_list": args}
+    out = _tool_graph(bank).invoke({"messages": [AIMessage("", tool_calls=[call])]})
+    message = out["messages"][-1]
+    assert isinstance(message, ToolMessage) and isinstance(message.content, str)
+    assert bank.stats() == before  # a lookup never writes
+    found = message.status != "error" and "<retrieved_memory" in message.content
+    return ACCEPTED if found else REFUSED
+
+
+# --- bank URLs --------------------------------------------------------------------------------
+
+
+def _urls() -> st.SearchStrategy[str]:
+    scheme = st.sampled_from(["sqlite://", "sqlite:///", "sqlite:////", "memory://", "", "ftp://",
+                              "SQLITE:///", "langgraph+sqlite:///"])  # fmt: skip
+    query = st.one_of(st.just(""), st.text(max_size=20).map(lambda t: f"?bank={t}"),
+                      st.text(max_size=20).map(lambda t: f"?{t}"))  # fmt: skip
+    path = st.text(alphabet=st.characters(blacklist_characters="\x00"), max_size=30)
+    return st.one_of(
+        st.text(max_size=60), st.builds(lambda a, b, c: a + b + c, scheme, path, query)
+    )
+
+
+def _check_url(url: str, folder: Path) -> str:
+    import os
+
+    from genmem.memory.location import open_bank
+
+    cwd = os.getcwd()
+    scratch = Path(tempfile.mkdtemp(dir=folder))
+    os.chdir(scratch)  # a relative path lands here, where nothing may appear
+    try:
+        try:
+            open_bank(url)
+        except GenMemError:
+            return REFUSED
+        finally:
+            left = [p.name for p in scratch.iterdir()]
+        raise AssertionError(f"{url!r} opened a bank that was never created")
+    finally:
+        os.chdir(cwd)
+        shutil.rmtree(scratch, ignore_errors=True)
+        assert not left, f"{url!r} left {left} behind"
+
+
+# --- task files -------------------------------------------------------------------------------
+
+
+def _task_files() -> st.SearchStrategy[bytes]:
+    row = st.fixed_dictionaries(
+        {},
+        optional={k: _json_values() for k in ("id", "question", "answer", "choices", "context")},
+    ).map(lambda d: json.dumps(d).encode())
+    line = st.one_of(row, st.binary(max_size=40), st.text(max_size=40).map(str.encode))
+    return st.lists(line, max_size=5).map(b"\n".join)
+
+
+def _check_task_file(data: bytes, folder: Path) -> str:
+    from genmem.envs.benches import FORMATS, open_data
+
+    path = Path(tempfile.mkdtemp(dir=folder)) / "tasks.jsonl"
+    path.write_bytes(data)
+    outcomes = set()
+    for fmt in (None, *FORMATS):
+        try:
+            env = open_data(path, fmt)
+            tasks = env.tasks()
+        except (ValueError, FileNotFoundError):  # FileNotFoundError: none for a file that exists
+            outcomes.add(REFUSED)
+            continue
+        assert all(isinstance(t.query, str) and t.query for t in tasks)
+        outcomes.add(ACCEPTED)
+    shutil.rmtree(path.parent, ignore_errors=True)
+    return ACCEPTED if ACCEPTED in outcomes else REFUSED
+
+
+# --- codebook directories ---------------------------------------------------------------------
+
+_CODEBOOKS: dict[str, Path] = {}
+
+
+def _codebook_dir() -> Path:
+    if "dir" not in _CODEBOOKS:
+        from genmem.memory.rqkmeans import RQKMeans, RQKMeansConfig
+
+        x = np.random.default_rng(0).normal(size=(64, 8)).astype(np.float32)
+        books = RQKMeans(RQKMeansConfig(sizes=(4, 2, 2))).fit(x, progress=False).codebooks_
+        _CODEBOOKS["dir"] = books.save(Path(tempfile.mkdtemp(prefix="genmem-fuzz-cb-")) / "cb",
+                                       remember=False)  # fmt: skip
+    return _CODEBOOKS["dir"]
+
+
+def _corruptions() -> st.SearchStrategy[tuple[str, str, Any]]:
+    files = st.sampled_from(["metadata.json", "centres.npz"])
+    how = st.sampled_from(["truncate", "bytes", "json", "delete", "flip"])
+    return st.tuples(
+        files, how, st.one_of(st.binary(max_size=64), _json_values(), st.integers(0, 4096))
+    )
+
+
+def _check_codebooks(case: tuple[str, str, Any], folder: Path) -> str:
+    from genmem.errors import CodebookError
+    from genmem.memory.rqkmeans import Codebooks
+
+    name, how, value = case
+    target = Path(tempfile.mkdtemp(dir=folder)) / "cb"
+    shutil.copytree(_codebook_dir(), target)
+    path = target / name
+    data = path.read_bytes()
+    if how == "truncate":
+        path.write_bytes(data[: (value if isinstance(value, int) else len(data) // 2) % len(data)])
+    elif how == "bytes":
+        path.write_bytes(value if isinstance(value, bytes) else str(value).encode())
+    elif how == "json":
+        path.write_text(json.dumps(value.decode("latin-1") if isinstance(value, bytes) else value))
+    elif how == "delete":
+        path.unlink()
+    else:  # flip one byte somewhere
+        i = (value if isinstance(value, int) else 7) % len(data)
+        path.write_bytes(data[:i] + bytes([data[i] ^ 0x5A]) + data[i + 1 :])
+    try:
+        Codebooks.load(target, remember=False)
+    except CodebookError:
+        return REFUSED
+    finally:
+        shutil.rmtree(target.parent, ignore_errors=True)
+    return ACCEPTED  # a flip inside unused zip padding can leave the arrays as they were
+
+
+# --- policy records ---------------------------------------------------------------------------
+
+
+def _policy_records() -> st.SearchStrategy[bytes]:
+    near = st.fixed_dictionaries(
+        {"base_model": _json_values()},
+        optional={k: _json_values() for k in ("sid_sizes", "codebook_hash", "alignment", "notes")},
+    ).map(lambda d: json.dumps(d).encode())
+    return st.one_of(
+        near, st.binary(max_size=80), _json_values().map(lambda v: json.dumps(v).encode())
+    )
+
+
+def _check_policy(data: bytes, folder: Path) -> str:
+    from genmem.errors import InvalidModelSpec
+    from genmem.policies.policy_dir import POLICY_FILE, read_info
+
+    directory = Path(tempfile.mkdtemp(dir=folder))
+    (directory / POLICY_FILE).write_bytes(data)
+    try:
+        read_info(directory)
+    except InvalidModelSpec:
+        return REFUSED
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return ACCEPTED
+
+
+# --- update records ---------------------------------------------------------------------------
+
+
+def _updates() -> st.SearchStrategy[Any]:
+    near = st.fixed_dictionaries(
+        {
+            "op": st.one_of(
+                st.sampled_from(["insert", "revise", "delete", "INSERT", ""]), _json_values()
+            )
+        },
+        optional={
+            "sid": st.one_of(_sid_like(), _json_values()),
+            "payload": st.one_of(st.text(max_size=40), _json_values()),
+            "expected_version": _json_values(),
+        },
+    )
+    return st.one_of(near, _json_values())
+
+
+def _check_update(update: Any, folder: Path) -> str:
+    from genmem.memory.gate import WriteGate
+
+    bank = _bank(folder)
+    before = bank.stats()
+    gate = WriteGate(sources=("entry",))
+    try:
+        result = bank.apply(update, actor="fuzz", gate=gate)
+    except GenMemError:
+        assert bank.stats() == before, f"a refused update {update!r} changed the bank"
+        return REFUSED
+    # a valid update went through the gate: undo nothing (history is kept), but keep the bank
+    # small for the next examples by deleting what was inserted
+    if result.outcome == "inserted":
+        bank.revise(result.sid, "", actor="fuzz")
+    return ACCEPTED
+
+
+TARGETS: dict[str, Target] = {
+    t.name: t
+    for t in (
+        Target("sid", lambda: st.one_of(st.text(max_size=80), _sid_like()), _check_sid),
+        Target("coordinator_reply", _replies, _check_reply),
+        Target("memory_lookup_args", _tool_args, _check_tool),
+        Target("bank_url", _urls, _check_url),
+        Target("task_file", _task_files, _check_task_file),
+        Target("codebook_dir", _corruptions, _check_codebooks),
+        Target("policy_record", _policy_records, _check_policy),
+        Target("update", _updates, _check_update),
+    )
+}
+
+
+def fuzz(target: Target, examples: int, folder: Path, *, seed: int = 0) -> dict[str, int]:
+    """Run ``examples`` examples of ``target``; counts of ``accepted`` and ``refused``.
+
+    An example that raises anything but its target's typed errors fails the run (Hypothesis
+    shrinks it to a minimal example first)."""
+    counts: Counter[str] = Counter()
+
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(target.strategy())
+    def run(value: Any) -> None:
+        counts[target.check(value, folder)] += 1
+
+    run()
+    return {"tried": sum(counts.values()), **counts}
