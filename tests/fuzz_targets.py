@@ -57,6 +57,12 @@ def _sid_like() -> st.SearchStrategy[str]:
     return st.lists(token, max_size=6).map("".join)
 
 
+def _valid_sids() -> st.SearchStrategy[str]:
+    """Well-formed SIDs of the default space."""
+    codes = st.tuples(*(st.integers(0, n - 1) for n in DEFAULT_SPEC.sizes))
+    return codes.map(lambda c: str(DEFAULT_SPEC.make(c)))
+
+
 def _json_values() -> st.SearchStrategy[Any]:
     leaves = st.one_of(
         st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=30)
@@ -101,7 +107,15 @@ def _replies() -> st.SearchStrategy[Any]:
     shaped = st.one_of(
         actions, st.fixed_dictionaries({"thought": _json_values(), "action": actions})
     )
+    text = st.text(min_size=1, max_size=40).filter(str.strip)
+    valid = st.one_of(
+        st.builds(lambda a: {"action": "finish", "answer": a}, text),
+        st.builds(lambda s: {"action": "plan", "steps": s}, st.lists(text, min_size=1, max_size=3)),
+        st.builds(lambda t: {"action": "delegate", "agent": "solver", "task": t}, text),
+    ).map(lambda a: {"thought": "next", "action": a})
     return st.one_of(
+        valid,
+        valid.map(json.dumps),
         st.text(max_size=200),
         _json_values().map(json.dumps),
         shaped.map(json.dumps),
@@ -140,7 +154,8 @@ def _bank(folder: Path) -> Any:
 
 
 def _tool_args() -> st.SearchStrategy[Any]:
-    sid_list = st.one_of(_sid_like(), st.lists(_sid_like(), max_size=12), _json_values())
+    sids = st.one_of(_valid_sids(), _sid_like())
+    sid_list = st.one_of(sids, st.lists(sids, max_size=12), _json_values())
     return st.one_of(
         st.fixed_dictionaries({"sid_list": sid_list}),
         st.dictionaries(st.text(max_size=10), _json_values(), max_size=3),
@@ -338,7 +353,7 @@ def _updates() -> st.SearchStrategy[Any]:
             )
         },
         optional={
-            "sid": st.one_of(_sid_like(), _json_values()),
+            "sid": st.one_of(_valid_sids(), _sid_like(), _json_values()),
             "payload": st.one_of(st.text(max_size=40), _json_values()),
             "expected_version": _json_values(),
         },
@@ -367,7 +382,9 @@ def _check_update(update: Any, folder: Path) -> str:
 TARGETS: dict[str, Target] = {
     t.name: t
     for t in (
-        Target("sid", lambda: st.one_of(st.text(max_size=80), _sid_like()), _check_sid),
+        Target(
+            "sid", lambda: st.one_of(st.text(max_size=80), _sid_like(), _valid_sids()), _check_sid
+        ),
         Target("coordinator_reply", _replies, _check_reply),
         Target("memory_lookup_args", _tool_args, _check_tool),
         Target("bank_url", _urls, _check_url),
