@@ -358,7 +358,12 @@ def _updates() -> st.SearchStrategy[Any]:
             "expected_version": _json_values(),
         },
     )
-    return st.one_of(near, _json_values())
+    valid = st.builds(
+        lambda op, sid, n: {"op": op, "sid": sid,
+                            "payload": f"Read the entry, then check entry {n} against the task."},
+        st.sampled_from(["insert", "revise"]), _valid_sids(), st.integers(0, 99),
+    )  # fmt: skip
+    return st.one_of(valid, near, _json_values())
 
 
 def _check_update(update: Any, folder: Path) -> str:
