@@ -22,6 +22,7 @@ nothing is written. The graphs never raise for them.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ from genmem.policies.prompts import (
 from genmem.policies.types import AllowedMode, SIDGenerator
 
 __all__ = [
+    "COMPOSE_GATE",
     "ComposeConfig",
     "ComposeError",
     "DecomposeState",
@@ -73,6 +75,12 @@ _MAX_SCORE_CHARS = 40
 """A judge reply longer than this is not a score, whatever digits it holds."""
 
 
+COMPOSE_GATE = dataclasses.replace(DEFAULT_GATE, min_words=12)
+"""The gate of composed entries: as every write's, but a composed entry states a problem type
+and a procedure, which takes more than 11 words (the default model's fusions included
+``The answer is yes.``, which the plain gate lets through)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ComposeConfig:
     """How fusion addresses and both compositions write."""
@@ -86,7 +94,7 @@ class ComposeConfig:
     max_join_share: float = 0.85
     """A fused entry with at least this share of its 3-word phrases from its two sources is a
     join of them, not a fusion: refused as ``copied``."""
-    gate: GateConfig = DEFAULT_GATE
+    gate: GateConfig = COMPOSE_GATE
     actor: str = "compose"
     """The actor the bank's event log names."""
 

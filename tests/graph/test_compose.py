@@ -95,8 +95,11 @@ def test_a_join_of_the_sources_and_junk_are_refused_and_logged(bank_url) -> None
     assert (joined["update"]["outcome"], joined["update"]["reason"]) == ("rejected", "copied")
     junk = _fuse(bank_url, Scripted(replies={"fuse": "1234567890 1234567890"}), C, [str(A), str(B)])
     assert junk["update"]["outcome"] == "rejected"
+    # an answer is not an experience: the default model's fusions included this one
+    answer = _fuse(bank_url, Scripted(replies={"fuse": "The answer is yes."}), C, [str(A), str(B)])
+    assert (answer["update"]["outcome"], answer["update"]["reason"]) == ("rejected", "empty")
     assert bank.get(C) is None
-    assert [e.outcome for e in bank.events()[before:]] == ["rejected", "rejected"]
+    assert [e.outcome for e in bank.events()[before:]] == ["rejected"] * 3
 
 
 @pytest.mark.parametrize(
