@@ -160,6 +160,11 @@ def _ints(text: str, flag: str) -> tuple[int, ...]:
     return values
 
 
+def _names(text: str | None, every: tuple[str, ...]) -> tuple[str, ...]:
+    """``--conditions``: the comma-separated names given, or ``every`` one."""
+    return tuple(c.strip() for c in (text or ",".join(every)).split(",") if c.strip())
+
+
 def _symbols(args: argparse.Namespace) -> int:
     from genmem.cli.eval import bank_or_seed
     from genmem.cli.sid import addressing_policy
@@ -170,11 +175,10 @@ def _symbols(args: argparse.Namespace) -> int:
     check_task_source(args)
     check_concurrency(args)
     factory = addressing_policy(args.model, args.sid_model)  # a bad spec: exit 2 first
-    names = tuple(c.strip() for c in (args.conditions or ",".join(CONDITIONS)).split(","))
     try:
         config = SymbolsConfig(
             beams=_ints(args.beams, "--beams"),
-            conditions=tuple(c for c in names if c),  # type: ignore[arg-type]
+            conditions=_names(args.conditions, CONDITIONS),  # type: ignore[arg-type]
             max_steps=args.max_steps,
             memory_k=args.memory_k,
             seed=args.control_seed,
@@ -236,10 +240,9 @@ def _fusion(args: argparse.Namespace) -> int:
     check_task_source(args)
     check_concurrency(args)
     factory = addressing_policy(args.model, args.sid_model)  # a bad spec: exit 2 first
-    names = tuple(c.strip() for c in (args.conditions or ",".join(FUSION_CONDITIONS)).split(","))
     try:
         config = FusionConfig(
-            conditions=tuple(c for c in names if c),  # type: ignore[arg-type]
+            conditions=_names(args.conditions, FUSION_CONDITIONS),  # type: ignore[arg-type]
             pair_by=args.pair_by,
             addresser=args.addresser,
             max_steps=args.max_steps,

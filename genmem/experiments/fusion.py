@@ -33,7 +33,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field
 
 from genmem.envs.base import Environment, Task
-from genmem.experiments.solve import entries_support, scores_by_task, solve_task
+from genmem.experiments.solve import SolverRun, entries_support, scores_by_task, solve_task
 from genmem.experiments.stats import (
     DEFAULT_INTERVALS,
     Estimate,
@@ -110,18 +110,8 @@ class FusionPair(BaseModel):
         return self.outcome in _WRITTEN
 
 
-class FusionRecord(BaseModel):
+class FusionRecord(SolverRun):
     """One solver run: a task under one condition."""
-
-    id: str
-    condition: str
-    support: str | None = None
-    answer: str | None = None
-    score: float | None = None
-    success: bool | None = None
-    status: str | None = None
-    error: str | None = None
-    seconds: float = 0.0
 
 
 class FusionReport(BaseModel):

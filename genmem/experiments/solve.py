@@ -13,9 +13,32 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
+from pydantic import BaseModel
+
 from genmem.envs.base import Environment, Task
 
-__all__ = ["ScoredRun", "entries_support", "scores_by_task", "seconds_since", "solve_task"]
+__all__ = [
+    "ScoredRun",
+    "SolverRun",
+    "entries_support",
+    "scores_by_task",
+    "seconds_since",
+    "solve_task",
+]
+
+
+class SolverRun(BaseModel):
+    """One solver run: a task under one condition, with what the solver answered."""
+
+    id: str
+    condition: str
+    support: str | None = None
+    answer: str | None = None
+    score: float | None = None
+    success: bool | None = None
+    status: str | None = None
+    error: str | None = None
+    seconds: float = 0.0
 
 
 class ScoredRun(Protocol):

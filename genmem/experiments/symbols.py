@@ -35,7 +35,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field
 
 from genmem.envs.base import Environment, Task
-from genmem.experiments.solve import entries_support, scores_by_task, solve_task
+from genmem.experiments.solve import SolverRun, entries_support, scores_by_task, solve_task
 from genmem.experiments.stats import (
     DEFAULT_INTERVALS,
     Estimate,
@@ -152,24 +152,15 @@ def sid_token_form(chat: Any, spec: SIDSpec) -> Literal["vocabulary", "text"]:
     return "vocabulary" if all(t in vocab for t in spec.tokens()) else "text"
 
 
-class SymbolRecord(BaseModel):
+class SymbolRecord(SolverRun):
     """One solver run: a task under one condition and beam size."""
 
-    id: str
-    condition: str
     k: int = Field(description="SIDs per task; 0 for raw, which does not depend on k.")
     sids: list[str] = Field(default_factory=list, description="The SIDs the condition used.")
-    support: str | None = None
     support_source: str | None = Field(
         default=None, description="rewrite: the model's rewrite, entry, or none (text only)."
     )
     support_refused: str | None = None
-    answer: str | None = None
-    score: float | None = None
-    success: bool | None = None
-    status: str | None = None
-    error: str | None = None
-    seconds: float = 0.0
 
 
 class ConditionResult(BaseModel):
