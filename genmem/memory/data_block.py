@@ -5,7 +5,8 @@ to StackPlanner, stack entries, trajectories shown to MemEvolver, texts shown to
 merge model) wraps it with :func:`data_block`. The block is delimited by a tag, and the text
 inside is escaped with :func:`escape_data` so that it cannot open or close *any* tag: every
 ``<`` that starts something tag-like (``<name``, ``</name``, ``< / NAME``, in any case, closed or
-not; any ``<`` before a ``/``) becomes ``&lt;``. SID tokens (``<SID_L1_3>``) are the one
+not; any ``<`` before a ``/``) becomes ``&lt;``, and so does the ``<`` of a chat-template token
+(``<|im_start|>``), which a tokenizer would otherwise read as the real role marker. SID tokens (``<SID_L1_3>``) are the one
 exception: they are the memory's own vocabulary, carry no markup meaning and must stay readable
 as addresses. Plain
 comparisons such as ``3 < 5`` or ``price < budget`` are left alone: a ``<`` followed by a space
@@ -22,9 +23,10 @@ from collections.abc import Collection
 
 __all__ = ["data_block", "escape_data", "unwrap_echo"]
 
-# '<' right before a letter or '_' opens a tag, and '<' before a '/' (spaces allowed) closes one,
-# in any markup a model may have learnt; an SID token is exempt.
-_TAGLIKE = re.compile(r"<(?=[A-Za-z_]|\s*/)(?!SID_L\d+_\d+>)")
+# '<' right before a letter or '_' opens a tag, '<' before a '/' (spaces allowed) closes one, in
+# any markup a model may have learnt, and '<|' starts a chat-template token (``<|im_start|>``),
+# which a tokenizer would read as the real role marker; an SID token is exempt.
+_TAGLIKE = re.compile(r"<(?=[A-Za-z_|]|\s*/)(?!SID_L\d+_\d+>)")
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 _ATTR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # A reply that opens with the wrapper of a data block, as small models copy it from the prompt:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from genmem.memory.data_block import data_block
+from genmem.memory.data_block import data_block, escape_data
 from genmem.memory.records import Op, Update
 from genmem.memory.sid import DEFAULT_SPEC, SIDSpec
 
@@ -133,8 +133,11 @@ def decompose_user_message(target: str, first: str, second: str) -> str:
 
 
 def experience_user_message(payload: str) -> str:
-    """The context an experience is addressed from (the experience -> SID mapping)."""
-    return f"Experience:\n{payload}"
+    """The context an experience is addressed from (the experience -> SID mapping).
+
+    The payload is escaped (:func:`escape_data`) but not wrapped, so an ordinary entry reads as
+    it did when the aligned policies were trained; a tag or template token in it is inert."""
+    return f"Experience:\n{escape_data(payload)}"
 
 
 def retriever_prompt(spec: SIDSpec = DEFAULT_SPEC) -> str:
@@ -162,8 +165,8 @@ def evolver_user_message(query: str, trajectory: str, outcome: str | None = None
         f"Task:\n{query.strip()}",
         f"Trajectory:\n{data_block('trajectory', trajectory.strip())}",
     ]
-    if outcome:
-        parts.append(f"Outcome:\n{outcome.strip()}")
+    if outcome:  # the environment's words can hold markup too
+        parts.append(f"Outcome:\n{escape_data(outcome.strip())}")
     return "\n\n".join(parts)
 
 
