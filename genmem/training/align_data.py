@@ -338,7 +338,10 @@ def alignment_data(
     n_held = min(cfg.max_heldout, round(len(pairs) * cfg.heldout))
     if cfg.heldout > 0 and len(pairs) >= 2:
         n_held = max(1, min(n_held, len(pairs) - 1))
-    held = rng.sample(pairs, n_held) if n_held else []
+    # drawn from the queries in text order, so two banks of the same questions under other
+    # codebooks hold out the same ones and their alignments can be compared task by task
+    ordered = sorted(pairs, key=lambda p: (p["query"], p["reference_sid"]))
+    held = rng.sample(ordered, n_held) if n_held else []
     held_queries = {p["query"] for p in held}
     quotes = _Quotes(held_queries)
     by_mapping: dict[Mapping, list[AlignExample]] = {m: [] for m in MAPPINGS}
