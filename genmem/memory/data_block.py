@@ -6,9 +6,9 @@ merge model) wraps it with :func:`data_block`. The block is delimited by a tag, 
 inside is escaped with :func:`escape_data` so that it cannot open or close *any* tag: every
 ``<`` that starts something tag-like (``<name``, ``</name``, ``< / NAME``, in any case, closed or
 not; any ``<`` before a ``/``) becomes ``&lt;``, and so does the ``<`` of a chat-template token
-(``<|im_start|>``), which a tokenizer would otherwise read as the real role marker. SID tokens (``<SID_L1_3>``) are the one
-exception: they are the memory's own vocabulary, carry no markup meaning and must stay readable
-as addresses. Plain
+(``<|im_start|>``), which a tokenizer would otherwise read as the real role marker. SID tokens
+(``<SID_L1_3>``) are the one exception: they are the memory's own vocabulary, carry no markup
+meaning and must stay readable as addresses. Plain
 comparisons such as ``3 < 5`` or ``price < budget`` are left alone: a ``<`` followed by a space
 and a word opens no tag in any markup.
 

@@ -348,3 +348,18 @@ def test_config_defaults_are_the_papers():
     cfg = RQKMeansConfig()
     assert (cfg.sizes, cfg.distance, cfg.weight) == ((48, 16, 8, 8), "weighted", 0.5)
     assert RQKMeansConfig(distance="euclidean").weight is None
+
+
+@pytest.mark.parametrize("fitted", ["weighted"], indirect=True)
+def test_an_archive_with_an_unknown_compression_method_is_a_codebook_error(fitted, tmp_path):
+    """Found by fuzzing: zipfile raises NotImplementedError for a damaged method field."""
+    from genmem.memory.rqkmeans import Codebooks
+
+    target = fitted.codebooks_.save(tmp_path / "cb", remember=False)
+    archive = target / "centres.npz"
+    data = bytearray(archive.read_bytes())
+    at = data.index(b"PK\x01\x02") + 10  # the first central-directory record's method field
+    data[at : at + 2] = (99).to_bytes(2, "little")
+    archive.write_bytes(bytes(data))
+    with pytest.raises(CodebookError, match="cannot be read as codebook arrays"):
+        Codebooks.load(target, remember=False)
