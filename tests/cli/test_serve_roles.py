@@ -44,6 +44,16 @@ def served(tmp_path_factory) -> str:
 
 
 @pytest.mark.slow
+def test_the_server_listens_on_loopback_only(served) -> None:
+    from urllib.parse import urlsplit
+
+    from tests._sockets import listening_hosts, loopback_only
+
+    port = urlsplit(served.split("vllm:", 1)[1].split("#")[0]).port
+    assert loopback_only(port), listening_hosts(port)  # no --host given: the default
+
+
+@pytest.mark.slow
 def test_closed_loop_roles_run_on_the_server(served, seed_bank_url, tmp_path, capsys) -> None:
     out = tmp_path / "run"
     with pytest.warns(TextProtocolWarning) as said:

@@ -133,7 +133,7 @@ def start_dev_server(directory: Path, *, executable: str) -> DevServer:
     cmd = [executable, "dev", "--no-browser", "--no-reload", "--config", str(config)]
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [*cmd, "--host", "127.0.0.1", "--port", str(port)],
+            [*cmd, "--port", str(port)],  # no --host: its default must be loopback
             cwd=directory,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -224,6 +224,15 @@ def _bank_events(url: str) -> list[Event]:
         return bank.events()
     finally:
         bank.store.close()
+
+
+def test_the_dev_server_listens_on_loopback_only(dev_server: DevServer) -> None:
+    from urllib.parse import urlsplit
+
+    from tests._sockets import listening_hosts, loopback_only
+
+    port = urlsplit(dev_server.url).port
+    assert port is not None and loopback_only(port), listening_hosts(port)
 
 
 def test_all_graphs_are_served(client: SyncLangGraphClient) -> None:
