@@ -384,6 +384,74 @@ def _check_update(update: Any, folder: Path) -> str:
     return ACCEPTED
 
 
+# --- model replies to every role, through the closed-loop graph ------------------------------
+
+_QUERY = "Pens cost $2 each. How much do 3 pens cost?"
+_ENTRY = "Find the price of one pen first, then multiply it by the number of pens."
+
+
+def _replies_to_roles() -> st.SearchStrategy[list[str]]:
+    """What a chat model may say to MemRetriever, StackPlanner and MemEvolver, in any order."""
+    sid = "<SID_L1_3><SID_L2_0><SID_L3_7><SID_L4_1>"
+    decision = st.fixed_dictionaries(
+        {"op": st.sampled_from(["insert", "revise", "retain", "delete", "x"])},
+        optional={"analysis": _json_values(), "sid": st.one_of(st.just(sid), _sid_like()),
+                  "payload": st.one_of(st.text(max_size=80), _json_values())},
+    ).map(json.dumps)  # fmt: skip
+    action = st.sampled_from([
+        {"thought": "t", "action": {"action": "finish", "answer": "6"}},
+        {"thought": "t", "action": {"action": "delegate", "agent": "solver", "task": "3 x 2"}},
+        {"action": "plan", "steps": ["multiply"]},
+    ]).map(json.dumps)  # fmt: skip
+    valid_revise = st.just(json.dumps({"analysis": "a", "op": "revise", "sid": sid,
+        "payload": "Take the price of one pen, then multiply it by how many pens."}))  # fmt: skip
+    reply = st.one_of(
+        st.text(max_size=120),
+        st.text(alphabet=st.characters(max_codepoint=0x1F), max_size=20),  # control characters
+        st.just("x" * 20_000),  # a huge reply
+        decision, action, valid_revise,
+        st.one_of(decision, action).map(lambda t: t[: len(t) // 2]),  # cut off mid-JSON
+        _json_values().map(json.dumps),
+        st.just("<answer>Price of one pen, times the count of pens.</answer>"),
+    )  # fmt: skip
+    return st.lists(reply, min_size=1, max_size=6)
+
+
+def _check_replies(replies: list[str], folder: Path) -> str:
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from genmem.graph.loop import build_genmem_graph
+    from genmem.graph.stack import StackBudget
+    from genmem.graph.stackplanner import StackPlannerConfig
+    from genmem.memory.gate import check_payload
+    from genmem.memory.location import open_bank
+    from genmem.memory.sid import SID
+    from genmem.memory.sqlite_store import SQLiteBankStore
+    from tests.graph.test_retriever import FixedGenerator
+
+    directory = Path(tempfile.mkdtemp(dir=folder))
+    slot = SID((3, 0, 7, 1))
+    SQLiteBankStore(directory / "bank.db").create_bank(
+        "b", spec=DEFAULT_SPEC, codebook_hash="0" * 64
+    ).insert(slot, _ENTRY)
+    url = f"sqlite:///{directory}/bank.db?bank=b"
+    graph = build_genmem_graph(
+        FakeListChatModel(responses=replies),
+        sid_generator=FixedGenerator([slot]),
+        planner_config=StackPlannerConfig(budget=StackBudget(max_steps=2)),
+    ).compile()
+    out = graph.invoke({"query": _QUERY, "mode": "evolve"}, context={"bank_url": url})
+    assert out.get("status"), out  # every run ends with a status (answer, budget, error, ...)
+    bank = open_bank(url)
+    assert bank.check(raise_on_error=False) == []
+    written = [v for v in bank.history(slot) if v.version > 1 and not v.deleted]
+    for version in written:  # only what the gate lets through reaches the bank
+        verdict = check_payload(version.payload, sources=[_QUERY, _ENTRY, *replies])
+        assert verdict.passed, (version.payload, verdict)
+    shutil.rmtree(directory, ignore_errors=True)
+    return ACCEPTED if written or out.get("answer") else REFUSED
+
+
 TARGETS: dict[str, Target] = {
     t.name: t
     for t in (
@@ -397,6 +465,7 @@ TARGETS: dict[str, Target] = {
         Target("codebook_dir", _corruptions, _check_codebooks),
         Target("policy_record", _policy_records, _check_policy),
         Target("update", _updates, _check_update),
+        Target("model_replies", _replies_to_roles, _check_replies),
     )
 }
 
