@@ -28,7 +28,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from genmem.memory.stress import STRESS_SPEC, _sids
+from genmem.memory.stress import STRESS_SPEC, stress_sids, written_version
 
 __all__ = ["FaultResult", "kill_trials"]
 
@@ -40,15 +40,15 @@ class FaultResult:
 
     backend: str
     trials: int
-    committed: int
+    committed: int = 0
     """Writes the writers reported done, over all trials."""
-    in_flight_kept: int
+    in_flight_kept: int = 0
     """Kills that came during a write which the bank then held (committed, not yet reported)."""
-    in_flight_dropped: int
+    in_flight_dropped: int = 0
     """Kills that came during a write which the bank did not hold (rolled back)."""
-    lost: int
-    phantoms: int
-    problems: int
+    lost: int = 0
+    phantoms: int = 0
+    problems: int = 0
     """What ``check()`` found, over all trials."""
     examples: list[str] = field(default_factory=list)
 
@@ -64,7 +64,7 @@ def _write_forever(url: str, seed: int) -> None:
 
     bank = open_bank(url)
     rng = random.Random(seed)
-    sids = _sids(4)
+    sids = stress_sids(4)
     print("ready", flush=True)
     n = 0
     while True:
@@ -80,7 +80,7 @@ def _write_forever(url: str, seed: int) -> None:
         except GenMemError as exc:
             print(f"refused {n} {type(exc).__name__}", flush=True)
         else:
-            number = result.version_after or (result.version_before or 0) + 1
+            number = written_version(result.outcome, result.version_before, result.version_after)
             print(f"done {n} {number}", flush=True)
         n += 1
 
@@ -117,7 +117,7 @@ def kill_trials(
     from genmem.memory.location import open_bank
 
     rng = random.Random(f"kill:{seed}")
-    result = FaultResult(backend or url.split(":", 1)[0], trials, 0, 0, 0, 0, 0, 0)
+    result = FaultResult(backend or url.split(":", 1)[0], trials)
     for trial in range(trials):
         writer = seed * 10_000 + trial
         lines = _trial(url, writer, rng.uniform(0.0, max_after), timeout)
@@ -141,7 +141,7 @@ def _compare(bank: Any, writer: int, lines: list[str], result: FaultResult) -> N
         elif len(parts) == 3 and parts[0] in ("done", "refused"):
             settled[int(parts[1])] = int(parts[2]) if parts[0] == "done" else None
     actor = f"k{writer}"
-    stored = {(v.sid, v.version): v for sid in _sids(4) for v in bank.history(sid)
+    stored = {(v.sid, v.version): v for sid in stress_sids(4) for v in bank.history(sid)
               if v.actor == actor}  # fmt: skip
     done = {n: v for n, v in settled.items() if v is not None}
     result.committed += len(done)

@@ -42,7 +42,16 @@ import numpy as np
 from genmem.errors import GenMemError, SlotEmpty, SlotOccupied, VersionConflict
 from genmem.memory.sid import SIDSpec
 
-__all__ = ["OPS", "StressConfig", "StressResult", "lookup_throughput", "run_stress", "verify"]
+__all__ = [
+    "OPS",
+    "StressConfig",
+    "StressResult",
+    "lookup_throughput",
+    "run_stress",
+    "stress_sids",
+    "verify",
+    "written_version",
+]
 
 OPS = ("insert", "revise", "retain", "delete", "lookup", "snapshot")
 _TYPED = (SlotOccupied, VersionConflict, SlotEmpty)
@@ -104,7 +113,12 @@ class StressResult:
         return asdict(self)
 
 
-def _sids(count: int) -> list[str]:
+def written_version(outcome: str, before: int | None, after: int | None) -> int:
+    """The version a write created: ``after``, or for a deletion its tombstone (``before + 1``)."""
+    return after if outcome != "deleted" and after is not None else (before or 0) + 1
+
+
+def stress_sids(count: int) -> list[str]:
     """The first ``count`` SIDs of the stress space (neighbours: they share prefixes)."""
     return [str(s) for s in itertools.islice(STRESS_SPEC.all_sids(), count)]
 
@@ -118,7 +132,7 @@ def _worker(url: str, index: int, config: StressConfig, barrier: Any, out: str) 
 
     bank = open_bank(url)
     rng = random.Random(f"{config.seed}:{index}")
-    sids = _sids(config.sids)
+    sids = stress_sids(config.sids)
     actor = f"w{index}"
     records = []
     barrier.wait()
@@ -244,7 +258,7 @@ def _lost_updates(bank: Any, records: Sequence[dict[str, Any]], problems: list[s
     for r in records:
         if r.get("outcome") not in _WRITES:
             continue
-        number = r["version_after"] if r["outcome"] != "deleted" else r["version_before"] + 1
+        number = written_version(r["outcome"], r["version_before"], r["version_after"])
         found = histories[r["sid"]].get(number)
         if r["outcome"] == "deleted":
             ok = found is not None and found.deleted
@@ -265,7 +279,7 @@ def _version_errors(bank: Any, records: Sequence[dict[str, Any]], problems: list
     made: Counter[tuple[str, int]] = Counter()
     for r in records:
         if r.get("outcome") in _WRITES:
-            number = r["version_after"] if r["outcome"] != "deleted" else r["version_before"] + 1
+            number = written_version(r["outcome"], r["version_before"], r["version_after"])
             made[(r["sid"], number)] += 1
     errors = sum(n - 1 for n in made.values() if n > 1)  # two writers told they made one version
     for sid in _touched(records):
@@ -338,7 +352,7 @@ def lookup_throughput(
     Each phase's clock starts when all its processes have opened the bank (a barrier)."""
     from genmem.memory.location import open_bank
 
-    names = _sids(sids)
+    names = stress_sids(sids)
     bank = open_bank(url)
     for sid in names:
         if bank.get(sid) is None:

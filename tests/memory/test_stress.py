@@ -128,6 +128,6 @@ def test_the_kill_check_counts_a_write_that_is_not_there(tmp_path: Path) -> None
     bank.revise(sid, "seed 7 write 9", actor="k7")  # never announced: a phantom
     lines = [f"intent 0 {sid} seed 7 write 0", "done 0 1", f"intent 1 {sid} seed 7 write 1",
              "done 1 3"]  # fmt: skip
-    result = FaultResult("sqlite", 1, 0, 0, 0, 0, 0, 0)
+    result = FaultResult("sqlite", 1)
     _compare(bank, 7, lines, result)
     assert (result.committed, result.lost, result.phantoms) == (2, 1, 1)
