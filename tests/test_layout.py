@@ -20,7 +20,18 @@ ALLOWED = {
     "envs": {"errors", "memory", "tools", "policies"},
     "experiments": {"errors", "memory", "tools", "policies", "graph", "envs", "training"},
     "training": {"errors", "memory", "tools", "policies", "graph", "envs", "experiments"},
-    "cli": {"errors", "memory", "tools", "policies", "graph", "envs", "experiments", "training"},
+    "explorer": {"errors", "memory", "policies"},
+    "cli": {
+        "errors",
+        "memory",
+        "tools",
+        "policies",
+        "graph",
+        "envs",
+        "experiments",
+        "training",
+        "explorer",
+    },
 }
 
 

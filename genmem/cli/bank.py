@@ -145,9 +145,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls.add_argument("--json", action="store_true", help="print a JSON list")
     ls.set_defaults(func=_list)
 
+    from genmem.cli.bank_serve import register as register_serve
     from genmem.cli.coldstart import register as register_coldstart
 
     register_coldstart(bsub, _URL_HELP)
+    register_serve(bsub, _URL_HELP)
 
 
 def _open(url: str):
