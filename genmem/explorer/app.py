@@ -81,6 +81,8 @@ class ExplorerConfig:
     """Rows per page when a request names no ``limit``."""
     actor: str = "explorer"
     """Actor recorded in the log for writes made here."""
+    index_max_age: float = 60.0
+    """Seconds a TF-IDF index that the bank has moved past may still answer text searches."""
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     """Secret that form posts must carry (fresh per process)."""
 
@@ -174,7 +176,7 @@ class _Explorer:
     def __init__(self, bank: Bank, config: ExplorerConfig) -> None:
         self.bank = bank
         self.config = config
-        self.view = BankView(bank)
+        self.view = BankView(bank, index_max_age=config.index_max_age)
         self.env = Environment(
             loader=PackageLoader("genmem.explorer", "templates"),
             autoescape=select_autoescape(default=True, default_for_string=True),
@@ -369,7 +371,7 @@ class _Explorer:
             data["redirect"] = f"/{kind}/{_path(codes)}"
             data["kind"] = "sid"
             return data
-        hits, built = self.view.search_text(q, page * limit)
+        hits, index = self.view.search_text(q, page * limit)
         shown = hits[(page - 1) * limit :]
         results = []
         for sid, score in shown:
@@ -380,7 +382,7 @@ class _Explorer:
         data |= {
             "kind": "text",
             "results": results,
-            "index_build_seconds": built,
+            "index": index.model_dump(),
             "more": len(hits) == page * limit and page * limit < _TEXT_RESULTS,
         }
         return data

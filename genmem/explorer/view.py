@@ -43,6 +43,7 @@ __all__ = [
     "EventFilter",
     "EventPage",
     "LevelUse",
+    "TextIndex",
     "describe_filter",
     "parse_codes",
 ]
@@ -126,6 +127,15 @@ class EventFilter:
             )
 
 
+class TextIndex(BaseModel):
+    """The TF-IDF index a text search used."""
+
+    entries: int = Field(description="Payloads indexed.")
+    as_of_seq: int = Field(description="The last log event the index reflects.")
+    events_behind: int = Field(description="Events written since (0: up to date).")
+    build_seconds: float = Field(description="Time spent (re)building it for this search.")
+
+
 class EventPage(BaseModel):
     """One page of the filtered log, newest first, and the cursor of the next (older) page."""
 
@@ -170,8 +180,10 @@ class _Log:
 class BankView:
     """Occupancy by prefix, a filterable log and a lazily built TF-IDF index over one bank."""
 
-    def __init__(self, bank: Bank) -> None:
+    def __init__(self, bank: Bank, *, index_max_age: float = 60.0) -> None:
+        """``index_max_age``: seconds a stale TF-IDF index may serve before a rebuild."""
         self.bank = bank
+        self.index_max_age = index_max_age
         self._lock = threading.RLock()
         self._log = _Log()
         self._last_seq = 0
@@ -180,6 +192,7 @@ class BankView:
         self._occupied.sort()
         self._tfidf: TfidfRetriever | None = None
         self._tfidf_seq = -1
+        self._tfidf_at = 0.0
         self._metrics: tuple[int, CodebookMetrics | None] | None = None
         self._codes = np.zeros((0, bank.spec.levels), dtype=np.int64)
 
@@ -325,19 +338,33 @@ class BankView:
 
     # -- text search and utilisation --------------------------------------------------------
 
-    def search_text(self, query: str, k: int) -> tuple[list[tuple[str, float]], float]:
-        """The ``k`` best TF-IDF matches as (SID, score) and the seconds spent (re)building."""
+    def search_text(self, query: str, k: int) -> tuple[list[tuple[str, float]], TextIndex]:
+        """The ``k`` best TF-IDF matches as (SID, score), and the state of the index used.
+
+        The index is rebuilt when the bank has changed since it was built, but at most once per
+        ``index_max_age`` seconds: on a bank being written to all the time, a search answers
+        from the last index (the page says how many events behind it is) instead of rebuilding
+        100,000 payloads for every query.
+        """
         from genmem.policies.baselines import TfidfRetriever
 
         built = 0.0
         with self._lock:
-            if self._tfidf is None or self._tfidf_seq != self._last_seq:
+            stale = self._tfidf_seq != self._last_seq
+            old = time.monotonic() - self._tfidf_at >= self.index_max_age
+            if self._tfidf is None or (stale and old):
                 t0 = time.perf_counter()
                 self._tfidf = TfidfRetriever.from_bank(self.bank)
-                self._tfidf_seq = self._last_seq
+                self._tfidf_seq, self._tfidf_at = self._last_seq, time.monotonic()
                 built = time.perf_counter() - t0
             hits = self._tfidf.retrieve(query, k)
-        return [(h.sid, h.score) for h in hits], built
+            state = TextIndex(
+                entries=self._tfidf.size,
+                as_of_seq=self._tfidf_seq,
+                events_behind=int(np.count_nonzero(self._log.cols["seq"] > self._tfidf_seq)),
+                build_seconds=built,
+            )
+        return [(h.sid, h.score) for h in hits], state
 
     def utilisation(self) -> tuple[CodebookMetrics | None, list[LevelUse]]:
         """Codebook metrics of the live SIDs (None for an empty bank) and per-level code use."""

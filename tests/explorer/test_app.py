@@ -315,3 +315,18 @@ def test_cli_refuses_a_missing_bank_a_busy_port_and_a_missing_runs_folder(
         assert main(["bank", "serve", "--bank", url, "--port", str(port)]) == 1
     err = capsys.readouterr().err
     assert f"cannot listen on 127.0.0.1:{port}" in err and len(err.strip().splitlines()) == 1
+
+
+def test_text_index_is_rebuilt_after_changes_at_most_once_per_max_age(sample: Bank) -> None:
+    new_text = "Zebra crossings: count the stripes before estimating the distance."
+    lazy = client(sample, index_max_age=3600.0)
+    eager = client(sample, index_max_age=0.0)
+    for c in (lazy, eager):
+        assert c.get("/api/search", params={"q": "zebra"}).json()["results"] == []
+    sample.insert(sid(sample, "7-0-0-0"), new_text)
+    stale = lazy.get("/api/search", params={"q": "zebra"}).json()
+    assert stale["results"] == [] and stale["index"]["events_behind"] == 1
+    assert "1 events behind" in lazy.get("/search", params={"q": "zebra"}).text
+    fresh = eager.get("/api/search", params={"q": "zebra"}).json()
+    assert [r["path"] for r in fresh["results"]] == ["7-0-0-0"]
+    assert fresh["index"]["events_behind"] == 0 and fresh["index"]["entries"] == 33
