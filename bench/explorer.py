@@ -33,6 +33,7 @@ import json
 import os
 import platform
 import random
+import resource
 import sys
 import tempfile
 import time
@@ -62,7 +63,8 @@ def export_lines(n: int, seed: int, records: Sequence[dict[str, str]]) -> tuple[
     """An export (JSONL) of an ``n``-entry bank with history, and what it holds."""
     rng = random.Random(seed)
     spec = LARGE_SPEC
-    codes = random_codes(n, spec, seed)
+    slots = n + n // 100  # one slot in 100 ends deleted, so ``n`` entries stay live
+    codes = random_codes(slots, spec, seed)
     t0 = time.time() - 30 * DAY
     lines = [
         json.dumps(
@@ -81,7 +83,7 @@ def export_lines(n: int, seed: int, records: Sequence[dict[str, str]]) -> tuple[
 
     def event(op: str, outcome: str, sid: str, before: Any, after: Any, actor: str, **kw: Any):
         nonlocal clock
-        clock += rng.random() * 2 * 30 * DAY / (1.2 * n)
+        clock += rng.random() * 2 * 30 * DAY / (1.2 * slots)
         events.append(
             {
                 "type": "event",
@@ -117,7 +119,9 @@ def export_lines(n: int, seed: int, records: Sequence[dict[str, str]]) -> tuple[
         at = event("insert", "inserted", sid, None, 1, "build")
         version(sid, 1, payload_text(i, records), at, "build")
     revised = deleted = rejected = 0
-    for i in rng.sample(range(n), n // 10):
+    touched = rng.sample(range(slots), slots // 10)
+    to_delete = set(rng.sample(touched, slots - n))
+    for i in touched:
         sid, v = sids[i], 1
         for _ in range(rng.choice((1, 2))):
             actor = rng.choice(ACTORS[1:])
@@ -126,7 +130,7 @@ def export_lines(n: int, seed: int, records: Sequence[dict[str, str]]) -> tuple[
             version(sid, v + 1, text, at, actor)
             v += 1
             revised += 1
-        if rng.random() < 0.1:
+        if i in to_delete:
             at = event("revise", "deleted", sid, v, None, "evolver")
             version(sid, v + 1, "", at, "evolver", deleted=True)
             deleted += 1
@@ -135,7 +139,7 @@ def export_lines(n: int, seed: int, records: Sequence[dict[str, str]]) -> tuple[
             rejected += 1
     lines += [json.dumps(v) for v in versions] + [json.dumps(e) for e in events]
     info = {
-        "entries": n - deleted,
+        "entries": slots - deleted,
         "versions": len(versions),
         "events": len(events),
         "revisions": revised,
@@ -286,6 +290,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     report["config"] = vars(args)
     report["machine"] = {
         "cpus": os.cpu_count(),
+        "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "load_start": load_start,
         "load_end": os.getloadavg()[0],
         "python": platform.python_version(),
@@ -302,7 +307,8 @@ def format_table(report: dict[str, Any]) -> str:
         f"bank explorer pages: {cfg['requests']} requests per kind (+{cfg['warmup']} warm-up), "
         f"TestClient in-process, seed {cfg['seed']}",
         f"machine: {m['cpus']} CPUs, load average {m['load_start']:.1f} at start, "
-        f"{m['load_end']:.1f} at end; Python {m['python']}",
+        f"{m['load_end']:.1f} at end; Python {m['python']}; peak memory "
+        f"{m['max_rss_mib']:,.0f} MiB",
     ]
     for name, b in banks.items():
         lines.append(
