@@ -179,6 +179,10 @@ def test_click_through_tree_entry_history_and_log(
             page.select_option('#log-filter select[name="actor"]', "evolver")
             page.click("#log-filter button")
             expect(page.locator("#matching")).to_contain_text("4 matching events")
+            page.fill('#log-filter input[name="until"]', "2000-01-01T00:00:00")
+            page.click("#log-filter button")
+            expect(page.locator("#matching")).to_contain_text("0 matching events")
+            expect(page.locator("#events tbody")).to_contain_text("no event matches")
 
             # Search: text through TF-IDF, then a prefix that opens the tree.
             page.fill('#search input[name="q"]', "round money to cents")
