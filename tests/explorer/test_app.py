@@ -13,7 +13,15 @@ from starlette.testclient import TestClient
 from genmem.cli.main import main
 from genmem.explorer import ExplorerConfig, create_app
 from genmem.memory.bank import Bank
-from tests.explorer._sample import DELETED, HOSTILE, HOSTILE_AT, REVISED, sample_bank, sid
+from tests.explorer._sample import (
+    DELETED,
+    HOSTILE,
+    HOSTILE_AT,
+    REVISED,
+    populate,
+    sample_bank,
+    sid,
+)
 
 BASE = "http://127.0.0.1:8765"
 
@@ -41,6 +49,18 @@ def test_tree_counts_and_occupancy_level_by_level(sample: Bank) -> None:
     leaves = c.get("/api/tree/3-0-6").json()["leaves"]
     assert [e["path"] for e in leaves] == ["3-0-6-1", "3-0-6-5"]
     assert c.get("/tree/3-0-6-1", follow_redirects=False).headers["location"] == "/entry/3-0-6-1"
+
+
+def test_every_backend_serves_the_same_pages(bank: Bank) -> None:
+    c = client(populate(bank))
+    root = c.get("/api/tree/?occupied=1").json()
+    assert {ch["code"]: ch["entries"] for ch in root["children"]} == {3: 15, 4: 8, 5: 9}
+    assert [e["path"] for e in c.get("/api/tree/3-0-2").json()["leaves"]] == ["3-0-2-1"]
+    assert c.get(f"/api/entry/{REVISED}").json()["version_count"] == 3
+    assert c.get("/api/events").json()["matching"] == 37
+    assert c.get("/api/events?actor=evolver").json()["matching"] == 4
+    hits = c.get("/api/search", params={"q": "round money to cents"}).json()["results"]
+    assert hits[0]["path"] == REVISED
 
 
 def test_tree_pages_and_occupied_filter(sample: Bank) -> None:
