@@ -351,3 +351,15 @@ def test_text_index_is_rebuilt_after_changes_at_most_once_per_max_age(sample: Ba
     fresh = eager.get("/api/search", params={"q": "zebra"}).json()
     assert [r["path"] for r in fresh["results"]] == ["7-0-0-0"]
     assert fresh["index"]["events_behind"] == 0 and fresh["index"]["entries"] == 33
+
+
+def test_a_snapshot_is_browsed_and_never_written(sample: Bank) -> None:
+    snap = sample.snapshot("t0")
+    c = client(snap, allow_writes=True)
+    assert c.get("/api/tree/").json()["count"] == 32
+    assert c.get(f"/api/entry/{REVISED}").json()["version_count"] == 3
+    assert c.get("/api/events").json()["matching"] == 0  # a snapshot has no log of its own
+    assert "revise-form" not in c.get(f"/entry/{REVISED}").text
+    r = c.post(f"/api/entry/{REVISED}/revise", json={"payload": "A new text for a snapshot."})
+    assert r.status_code == 403 and "read-only snapshot" in r.json()["error"]
+    assert len(snap.history(sid(snap, REVISED))) == 3
