@@ -31,7 +31,9 @@ def register(bsub: argparse._SubParsersAction, url_help: str) -> None:
     p.add_argument("--bank", required=True, help=url_help)
     p.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
     p.add_argument("--port", type=positive_int, default=8765, help="port (default 8765)")
-    p.add_argument("--runs", help="an evolution run folder (genmem evolve --out) to show")
+    p.add_argument(
+        "--runs", metavar="DIR", help="an evolution run folder (genmem evolve --out) to show"
+    )
     p.add_argument(
         "--allow-writes",
         action="store_true",

@@ -363,3 +363,20 @@ def test_a_snapshot_is_browsed_and_never_written(sample: Bank) -> None:
     r = c.post(f"/api/entry/{REVISED}/revise", json={"payload": "A new text for a snapshot."})
     assert r.status_code == 403 and "read-only snapshot" in r.json()["error"]
     assert len(snap.history(sid(snap, REVISED))) == 3
+
+
+def test_flags_mean_what_they_mean_in_genmem_serve() -> None:
+    from genmem.cli.main import build_parser
+
+    def flags(p) -> dict[str, object]:
+        return {a.dest: (a.help, a.default) for a in p._actions}
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command").choices
+    bank = next(a for a in sub["bank"]._actions if a.dest == "bank_command").choices
+    model, explorer = flags(sub["serve"]), flags(bank["serve"])
+    assert explorer["host"] == model["host"] == ("interface (default 127.0.0.1)", "127.0.0.1")
+    assert explorer["json"] == model["json"]
+    assert explorer["port"] == ("port (default 8765)", 8765)
+    assert model["port"] == ("port (default 8000)", 8000)
+    assert explorer["bank"][0] == flags(bank["stats"])["bank"][0]
+    assert explorer["allow_writes"][1] is False
