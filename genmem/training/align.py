@@ -17,6 +17,7 @@ from the untrained policy's point at step 0.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -215,7 +216,9 @@ def _before(
         return {name: PrefixAccuracy.model_validate(acc) for name, acc in saved.items()}
     before = _score(policy, spec, pairs, ks, progress)
     body = {name: acc.model_dump(mode="json") for name, acc in before.items()}
-    path.write_text(json.dumps(body) + "\n", encoding="utf-8")
+    tmp = path.with_name(f".{path.name}.tmp")  # renamed when whole: a kill leaves all or none
+    tmp.write_text(json.dumps(body) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
     return before
 
 

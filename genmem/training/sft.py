@@ -3,12 +3,16 @@
 A run can be cut into pieces: ``checkpoint_every`` saves a Trainer checkpoint (model or
 adapters, optimiser, scheduler, data position, RNG) every N steps into ``out/trainer``;
 ``pause_after`` seconds stops at the next step boundary with a checkpoint; ``resume`` picks the
-run up from its last checkpoint with the same schedule, as if it had never stopped.
+run up from its last complete checkpoint with the same schedule, as if it had never stopped (a
+run killed while saving one leaves it half-written: it is passed over and removed).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import re
+import shutil
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -20,6 +24,9 @@ from genmem.training.adapters import attach_adapter, optimizer_for
 from genmem.training.config import Stage, TrainPreset, sft_args
 
 __all__ = ["Pieces", "SFTRun", "last_checkpoint", "logged_losses", "sft_train"]
+
+_STEP = re.compile(r"checkpoint-[0-9]+")
+"""The folder name the Trainer gives a checkpoint."""
 
 
 @dataclass(frozen=True)
@@ -52,11 +59,45 @@ class SFTRun:
 
 
 def last_checkpoint(out: Path) -> str | None:
-    """The newest Trainer checkpoint of the run in ``out`` (None when there is none)."""
-    from transformers.trainer_utils import get_last_checkpoint
+    """The newest complete Trainer checkpoint of the run in ``out`` (None when there is none).
 
+    The Trainer writes a checkpoint's files into its folder one by one, ``trainer_state.json``
+    last; a run killed while saving leaves a folder without it (or with it cut short). Such a
+    folder holds nothing to resume from and is passed over.
+    """
+    folders = _checkpoints(out)
+    complete = [f for f in folders if _complete(f)]
+    return str(complete[-1]) if complete else None
+
+
+def _checkpoints(out: Path) -> list[Path]:
+    """The ``checkpoint-<step>`` folders of the run in ``out``, oldest step first."""
     folder = out / "trainer"
-    return get_last_checkpoint(str(folder)) if folder.is_dir() else None
+    if not folder.is_dir():
+        return []
+    found = [f for f in folder.iterdir() if f.is_dir() and _STEP.fullmatch(f.name)]
+    return sorted(found, key=lambda f: int(f.name.rsplit("-", 1)[1]))
+
+
+def _complete(checkpoint: Path) -> bool:
+    """Whether ``checkpoint`` was saved to the end (its trainer state is whole JSON)."""
+    try:
+        json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _drop_torn_checkpoints(out: Path, resume_from: str) -> None:
+    """Remove the half-saved checkpoints newer than ``resume_from``.
+
+    Left in place, the Trainer would count one as the newest when it keeps only the last
+    ``save_total_limit`` checkpoints, and delete the good one instead.
+    """
+    step = int(Path(resume_from).name.rsplit("-", 1)[1])
+    for folder in _checkpoints(out):
+        if int(folder.name.rsplit("-", 1)[1]) > step and not _complete(folder):
+            shutil.rmtree(folder)
 
 
 def _pause_callback(seconds: float) -> Any:
@@ -105,6 +146,8 @@ def sft_train(
     resume_from = last_checkpoint(out) if pieces.resume or pieces.finish else None
     if (pieces.resume or pieces.finish) and resume_from is None:
         raise ValueError(f"nothing to resume: {out / 'trainer'} holds no checkpoint")
+    if resume_from is not None:
+        _drop_torn_checkpoints(out, resume_from)
     if preset.adapter != "full":
         if spec is None:
             raise ValueError("adapter training needs the SID spec of the rows it trains")
