@@ -36,6 +36,7 @@ the repeats but do not fix them.
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -102,8 +103,18 @@ def _split(tasks: list[Task], config: EvolveConfig, out: Path) -> tuple[list[Tas
         : config.blocks * config.block_size
     ]
     data = {"probe": [t.id for t in probe], "stream": [t.id for t in stream]}
-    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    _write_whole(path, lambda tmp: tmp.write_text(json.dumps(data, indent=1) + "\n"))
     return probe, stream
+
+
+def _write_whole(path: Path, write: Any) -> None:
+    """Write ``path`` through ``write(tmp)`` and a rename, so a kill leaves all of it or none."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def working_copy(bank_url: str, out: Path) -> str:
@@ -127,6 +138,37 @@ def working_copy(bank_url: str, out: Path) -> str:
     open_bank(bank_url).export_jsonl(exported)
     import_bank(open_store(f"sqlite:///{target}"), exported, bank_id=loc.bank_id)
     return url
+
+
+def _keep_before(out: Path, i: int) -> Path:
+    """A copy of the working bank as it is before stream query ``i`` writes to it."""
+    from genmem.experiments.seed_bank import copy_bank_file
+
+    before = out / f"bank.before-{i}.db"
+    copy_bank_file(out / "bank.db", before)
+    return before
+
+
+def _undo_unrecorded_write(
+    out: Path, work_url: str, stream: Sequence[Task], streamed: set[str]
+) -> None:
+    """Put the working bank back as it was before the first stream query that has no record.
+
+    A run stopped after that query's update reached the bank but before its line reached
+    ``stream.jsonl`` would otherwise apply the update twice on resume (the query runs again).
+    Its copy from :func:`_keep_before` is the bank before the query; a copy left by an earlier,
+    recorded query is stale and goes. A bank this process still holds open at that URL (a run
+    interrupted in this process) is closed first: it would go on writing to the replaced file.
+    """
+    from genmem.experiments.seed_bank import copy_bank_file
+    from genmem.tools.lookup import close_resolved_banks
+
+    pending = next((i for i, t in enumerate(stream) if t.id not in streamed), None)
+    for before in sorted(out.glob("bank.before-*.db")):
+        if before.name == f"bank.before-{pending}.db":
+            close_resolved_banks(work_url)
+            copy_bank_file(before, out / "bank.db")
+        before.unlink()
 
 
 def _hits(
@@ -231,12 +273,15 @@ def _run_once(
 
     check_bank_is_clean(open_bank(bank_url), [*probe, *stream])
     work_url = working_copy(bank_url, out)
+    stream_path, probe_path = out / "stream.jsonl", out / "probes.jsonl"
+    streamed = {r["id"] for r in jsonl_rows(stream_path)}
+    _undo_unrecorded_write(
+        out, work_url, stream, streamed
+    )  # before anything opens the working copy
     work = open_bank(work_url)
     runner = EvolveRunner(env, config, chat, sid_generator)
-    stream_path, probe_path = out / "stream.jsonl", out / "probes.jsonl"
     (out / "snapshots").mkdir(exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
-    streamed = {r["id"] for r in jsonl_rows(stream_path)}
     probe_rows = [ProbeRecord.model_validate(r) for r in jsonl_rows(probe_path)]
     probed = {(r.checkpoint, r.method, r.id) for r in probe_rows}
     reuse = _ProbeReuse(probe_rows) if _repeatable(runner.chat, config) else None
@@ -254,8 +299,10 @@ def _run_once(
                 if task.id in streamed:
                     continue
                 bar.set_postfix_str(f"stream {task.id}")
+                before = _keep_before(out, i)
                 state = runner.run("sid", task, "evolve", work_url, phase="stream")
                 append_jsonl(stream_path, _stream_record(i, c, task, state))
+                before.unlink()
                 bar.update(1)
         snap_urls[c] = _checkpoint(work, c, out)
 
@@ -421,6 +468,6 @@ def _checkpoint(work: Any, c: int, out: Path) -> str:
     snap = work.store.bank(snap_id)
     export = out / "snapshots" / f"{name}.jsonl"
     if not export.exists():
-        snap.export_jsonl(export)
+        _write_whole(export, snap.export_jsonl)
     url = f"sqlite:///{(out / 'bank.db').resolve()}?bank={snap_id}"
     return url

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sqlite3
 from pathlib import Path
@@ -446,13 +447,25 @@ def seed_pairs(bank: Any, limit: int | None = None) -> list[dict[str, str]]:
 
 
 def copy_bank_file(source: Path, target: Path) -> None:
-    """Copy a SQLite bank file consistently (the backup API, WAL included)."""
+    """Copy a SQLite bank file consistently (the backup API, WAL included), all or nothing.
+
+    The copy goes to a temporary file beside ``target`` that is renamed over it once complete,
+    so a run killed mid-copy leaves no half-written bank that a rerun would take for its own.
+    ``target``'s old WAL files go first: they belong to the file being replaced.
+    """
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.unlink(missing_ok=True)
-    src = sqlite3.connect(source)
-    dst = sqlite3.connect(target)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
     try:
-        src.backup(dst)
+        src = sqlite3.connect(source)
+        dst = sqlite3.connect(tmp)
+        try:
+            src.backup(dst)
+        finally:
+            dst.close()
+            src.close()
+        for suffix in ("-wal", "-shm"):
+            Path(f"{target}{suffix}").unlink(missing_ok=True)
+        os.replace(tmp, target)
     finally:
-        dst.close()
-        src.close()
+        tmp.unlink(missing_ok=True)

@@ -279,3 +279,52 @@ def test_seeds_with_a_greedy_model_run_once_and_say_so(tmp_path) -> None:
     assert isinstance(summary, EvolveSummary) and not (out / "seed0").exists()
     assert summary.note is not None and "greedily" in summary.note
     assert "ran once" in (out / "summary.md").read_text()
+
+
+def test_a_stream_update_without_its_record_is_undone_before_the_rerun(
+    tmp_path, monkeypatch
+) -> None:
+    """A run stopped after a stream query's update reached the working bank but before its line
+    reached stream.jsonl: the rerun runs that query again on the bank as it was before it, so
+    the update is applied once, as in a run that was never stopped."""
+    from genmem.experiments import evolution
+
+    src = _fresh(tmp_path / "src")
+    bank = one_entry_bank(src, "Say what the task asks for.")
+    cfg = EvolveConfig(
+        blocks=1, block_size=2, probe_size=1, methods=["sid"], max_steps=2, candidates=1,
+        rerank=False,
+    )  # fmt: skip
+
+    def run(out) -> list[tuple]:
+        run_evolution(
+            _Say(), cfg, bank_url=bank, out=out, chat=CoinChat(),
+            sid_generator=FixedGenerator([A]), progress=False,
+        )  # fmt: skip
+        work = open_bank(working_copy(bank, out))
+        return [(e.op, e.outcome, e.sid, e.version_before, e.version_after) for e in work.events()]
+
+    expected = run(tmp_path / "whole")
+    assert [e[1] for e in expected] == ["inserted", "revised", "retained"]
+
+    real = evolution.append_jsonl
+
+    def stopped(path, obj) -> None:  # the first stream record is never written
+        if path.name == "stream.jsonl":
+            raise KeyboardInterrupt
+        real(path, obj)
+
+    out = tmp_path / "stopped"
+    monkeypatch.setattr(evolution, "append_jsonl", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        run(out)
+    monkeypatch.setattr(evolution, "append_jsonl", real)
+    written = open_bank(working_copy(bank, out)).events()
+    assert [e.outcome for e in written] == ["inserted", "revised"]  # the update landed
+    assert not (out / "stream.jsonl").exists()
+
+    assert run(out) == expected
+    assert not list(out.glob("bank.before-*"))
+    rows = [json.loads(x) for x in (out / "stream.jsonl").read_text().splitlines()]
+    whole = [json.loads(x) for x in (tmp_path / "whole" / "stream.jsonl").read_text().splitlines()]
+    assert [r | {"seconds": 0} for r in rows] == [r | {"seconds": 0} for r in whole]
