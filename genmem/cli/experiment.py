@@ -20,6 +20,7 @@ from genmem.cli.common import (
     positive_int,
 )
 from genmem.cli.tasks import add_task_arguments, check_task_source, environment, first_error
+from genmem.cli.train import CONFIG_HELP
 
 __all__ = ["register"]
 
@@ -121,7 +122,14 @@ def register(sub: argparse._SubParsersAction) -> None:
             "codebooks fitted on all but the last --heldout share. Reports per bank: "
             "utilisation, DUI, reconstruction error on the fitting rows and on the held-out "
             "rows, and the quantizer's Hit@1 / Hit@5 on the source questions (all, and held-out "
-            "only) with bootstrap intervals. Writes codebooks.json and codebooks.md into --out."
+            "only) with bootstrap intervals. With --align-steps it aligns one policy per bank "
+            "(addressing mappings, --config preset) and scores it, the quantizer and TF-IDF "
+            "(same candidates, same reranker) on the questions alignment held out, the same "
+            "in every bank; with --limit it runs the first N tasks of --bench / --data through "
+            "the graph with each bank's addresser (its aligned policy, else its quantizer) and "
+            "once without memory. Every two banks are compared, paired by question and by "
+            "task. Writes codebooks.json and codebooks.md into --out (alignments in align/, "
+            "task records in tasks/, both resumable)."
         ),
     )
     add_source_argument(c)
@@ -143,11 +151,42 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--heldout", type=float, default=0.2, help="share of rows kept out of the fit (0.2)"
     )
     c.add_argument(
-        "--candidates", type=positive_int, default=50, help="quantizer candidates per query (50)"
+        "--candidates", type=positive_int, default=50, help="addresser candidates per query (50)"
     )
+    c.add_argument(
+        "--align-steps",
+        type=int,
+        default=0,
+        metavar="N",
+        help="align one policy per bank for N optimiser steps and score its held-out hits "
+        "(default 0: no alignment)",
+    )
+    c.add_argument(
+        "--config", default="cpu-lora", help=f"alignment preset (default cpu-lora): {CONFIG_HELP}"
+    )
+    c.add_argument(
+        "--eval-size",
+        type=int,
+        default=32,
+        help="queries per split of each alignment's own before/after prefix accuracy (32; 0: "
+        "none; the held-out hits are scored on every held-out question either way)",
+    )
+    add_task_arguments(c, data_help="a task file (JSONL, or CSV for GPQA) for --limit")
+    c.add_argument(
+        "--limit",
+        type=positive_int,
+        help="score the first N tasks per bank through the graph (default: no tasks; tasks "
+        "from --bench, default gsm8k-test for --source gsm8k and hotpotqa-distractor for qa)",
+    )
+    c.add_argument("--model", default="local", help="model spec of the graph's roles (tasks)")
+    add_budget_arguments(c)
     c.add_argument("--out", required=True, help="output folder")
     c.add_argument("--json", action="store_true", help="print one JSON object")
     c.set_defaults(func=_codebooks)
+
+
+# The tasks --limit scores when no --bench or --data names them: held out from each source.
+_TASKS_OF_SOURCE = {"gsm8k": "gsm8k-test", "qa": "hotpotqa-distractor"}
 
 
 def _ints(text: str, flag: str) -> tuple[int, ...]:
@@ -293,13 +332,35 @@ def _codebooks(args: argparse.Namespace) -> int:
         ablation_table,
         run_codebook_ablation,
     )
+    from genmem.experiments.codebook_policy import PolicySettings
     from genmem.memory.search import parse_configs
 
     try:
         configs = tuple(parse_configs(args.configs))
     except ValueError as exc:
         raise CLIError(f"--configs {args.configs!r}: {exc}") from None
+    env = None
+    if args.limit:
+        if not (args.bench or args.data):
+            args.bench = _TASKS_OF_SOURCE[args.source]
+        env = environment(args)
+    elif args.bench or args.data:
+        raise CLIError("--bench / --data name the tasks of --limit N: give --limit too")
     try:
+        from genmem.training.config import load_preset
+
+        load_preset(args.config)  # a bad preset: exit 2 before any bank is built
+        policy = PolicySettings(
+            align_steps=args.align_steps,
+            preset=args.config,
+            candidates=args.candidates,
+            align_eval=args.eval_size,
+            tasks=args.limit or 0,
+            model=args.model,
+            max_steps=args.max_steps,
+            max_new_tokens=args.max_new_tokens,
+            allowed=args.allowed,
+        )
         prefixes = {"both": (True, False), "with": (True,), "without": (False,)}[args.prefix]
         config = AblationConfig(
             source=args.source,
@@ -313,7 +374,9 @@ def _codebooks(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CLIError(first_error(exc)) from None
     started = time.perf_counter()
-    report = run_codebook_ablation(config, Path(args.out), progress=not args.json)
+    report = run_codebook_ablation(
+        config, Path(args.out), policy=policy, env=env, progress=not args.json
+    )
     result = report.model_dump(mode="json") | {
         "wall_seconds": round(time.perf_counter() - started, 1),
         "files": {k: str(Path(args.out) / k) for k in ("codebooks.json", "codebooks.md")},

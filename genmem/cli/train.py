@@ -19,16 +19,17 @@ from genmem.cli.tasks import check_task_source, first_error
 
 __all__ = ["register"]
 
-_CONFIG_HELP = (
+CONFIG_HELP = (
     "cpu (tiny run on the embedded model, default), cpu-lora (the same with LoRA adapters and "
-    "trainable SID rows: cheaper per example), a100x8 (the paper's table: bf16, DeepSpeed "
+    "trainable SID rows: cheaper per example), gpu-lora (cpu-lora on one GPU: bf16, 32 "
+    "sequences a step), a100x8 (the paper's table: bf16, DeepSpeed "
     "ZeRO-3, vLLM; launch with accelerate), or a JSON/YAML file of preset fields over 'base'"
 )
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bank", required=True, help="bank URL (sqlite:///...?bank=ID, ...)")
-    p.add_argument("--config", default="cpu", help=_CONFIG_HELP)
+    p.add_argument("--config", default="cpu", help=CONFIG_HELP)
     p.add_argument("--train-steps", type=positive_int, help="optimiser steps (default: preset)")
     # --max-steps is the planner's step budget in every command; here it would be ambiguous.
     p.add_argument("--max-steps", dest="old_max_steps", help=argparse.SUPPRESS)
@@ -116,12 +117,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _weights(text: str | None) -> dict[str, float] | None:
-    from genmem.training.align_data import MAPPINGS
+    from genmem.training.align_data import ADDRESSING, MAPPINGS
 
     if not text:
         return None
     if text.strip() == "addressing":
-        return {"query_sid": 1.0, "trajectory_sid": 1.0, "experience_sid": 1.0}
+        return dict(ADDRESSING)
     out: dict[str, float] = {}
     for part in text.split(","):
         name, sep, value = part.partition("=")

@@ -15,20 +15,29 @@ reports
   own entry's SID as the reference, Hit@1 / Hit@5 with bootstrap intervals, over all questions
   and over the held-out ones alone.
 
-An aligned policy's hits need one alignment per codebook (``genmem train align`` on each bank,
-a GPU's work); the report names the banks so that can follow.
+With :class:`~genmem.experiments.codebook_policy.PolicySettings` it also aligns a policy per
+bank and scores it on the held-out questions of its alignment (the same questions in every
+row), and scores tasks through the graph with each bank's addresser
+(:mod:`genmem.experiments.codebook_policy`); ``paired`` holds the row-against-row differences.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from genmem.experiments.stats import DEFAULT_INTERVALS, IntervalSettings
+from genmem.experiments.codebook_policy import (
+    AlignedHits,
+    PolicySettings,
+    Rate,
+    TaskScores,
+    paired_rows,
+    rate,
+)
+from genmem.experiments.stats import DEFAULT_INTERVALS, IntervalSettings, PairedDiff
 
 __all__ = ["AblationConfig", "AblationReport", "AblationRow", "run_codebook_ablation"]
 
@@ -74,13 +83,6 @@ class AblationConfig:
         return self.size - round(self.heldout * self.size)
 
 
-class Rate(BaseModel):
-    """A hit rate with its bootstrap interval."""
-
-    rate: float
-    ci: tuple[float, float]
-
-
 class AblationRow(BaseModel):
     """One codebook shape and encoding: its bank, codebook metrics and retrieval hits."""
 
@@ -105,6 +107,9 @@ class AblationRow(BaseModel):
     heldout_hit_at_5: Rate
     questions: int
     heldout_questions: int
+    label: str = Field(default="", description="Shape and encoding, e.g. 48x16x8x8-prefix.")
+    aligned: AlignedHits | None = Field(default=None, description="With --align-steps.")
+    tasks: TaskScores | None = Field(default=None, description="With --tasks.")
 
 
 class AblationReport(BaseModel):
@@ -116,18 +121,13 @@ class AblationReport(BaseModel):
     heldout: float
     candidates: int
     rows: list[AblationRow]
-    intervals: IntervalSettings = DEFAULT_INTERVALS
-
-
-def _rate(flags: Sequence[bool], settings: IntervalSettings) -> Rate:
-    from genmem.experiments.stats import mean_interval
-
-    estimate = mean_interval([float(f) for f in flags], settings)
-    return (
-        Rate(rate=0.0, ci=(0.0, 0.0))
-        if estimate is None
-        else Rate(rate=estimate.mean, ci=estimate.ci)
+    none_score: Rate | None = Field(default=None, description="The tasks without memory.")
+    paired: dict[str, dict[str, PairedDiff]] = Field(
+        default_factory=dict,
+        description="'a - b' for every two rows: aligned Hit@5 per held-out question, and the "
+        "task score per task.",
     )
+    intervals: IntervalSettings = DEFAULT_INTERVALS
 
 
 def _pairs(bank: Any, fit_size: int) -> list[tuple[dict[str, str], bool]]:
@@ -186,13 +186,14 @@ def _row(cfg: AblationConfig, sizes: tuple[int, ...], prefix: bool, progress: bo
         fit_mse_per_dim=metrics.recon_mse_per_dim or 0.0,
         heldout_mse_per_dim=float(scores["heldout_mse_per_dim"]),  # type: ignore[arg-type]
         heldout_leaf_share=float(scores["heldout_leaf_utilization"]),  # type: ignore[arg-type]
-        candidate_hit=_rate([r.candidate_hit for r in report.per_query], intervals),
-        hit_at_1=_rate([r.hit_at_1 for r in report.per_query], intervals),
-        hit_at_5=_rate([r.hit_at_5 for r in report.per_query], intervals),
-        heldout_hit_at_1=_rate([r.hit_at_1 for r in held_out], intervals),
-        heldout_hit_at_5=_rate([r.hit_at_5 for r in held_out], intervals),
+        candidate_hit=rate([r.candidate_hit for r in report.per_query], intervals),
+        hit_at_1=rate([r.hit_at_1 for r in report.per_query], intervals),
+        hit_at_5=rate([r.hit_at_5 for r in report.per_query], intervals),
+        heldout_hit_at_1=rate([r.hit_at_1 for r in held_out], intervals),
+        heldout_hit_at_5=rate([r.hit_at_5 for r in held_out], intervals),
         questions=len(pairs),
         heldout_questions=len(held_out),
+        label=f"{'x'.join(map(str, sizes))}-{'prefix' if prefix else 'plain'}",
     )
 
 
@@ -212,10 +213,31 @@ def _seed_config(cfg: AblationConfig, sizes: tuple[int, ...], prefix: bool) -> A
 
 
 def run_codebook_ablation(
-    cfg: AblationConfig, out: Path, *, progress: bool = True
+    cfg: AblationConfig,
+    out: Path,
+    *,
+    policy: PolicySettings | None = None,
+    env: Any = None,
+    progress: bool = True,
 ) -> AblationReport:
-    """Build and score one bank per codebook shape and encoding; write ``codebooks.json``."""
+    """Build and score one bank per codebook shape and encoding; write ``codebooks.json``.
+
+    ``policy`` adds an aligned policy per bank (``align_steps``) and task scores through the
+    graph on ``env``'s first ``tasks`` tasks; alignments go to ``out/align/LABEL`` and
+    evaluations to ``out/tasks/LABEL`` (and ``out/tasks/none``), each resumable.
+    """
+    policy = policy or PolicySettings()
+    if policy.tasks and env is None:
+        raise ValueError("tasks to score need an environment (env)")
     rows = [_row(cfg, sizes, prefix, progress) for sizes in cfg.configs for prefix in cfg.prefixes]
+    out.mkdir(parents=True, exist_ok=True)
+    none = None
+    if policy.tasks:
+        from genmem.experiments.codebook_policy import none_scores
+
+        none = none_scores(env, out / "tasks" / "none", policy, progress=progress)
+    for row in rows:
+        _extras(row, out, policy, env, none, progress)
     report = AblationReport(
         source=cfg.source,
         distill=cfg.distill,
@@ -223,39 +245,104 @@ def run_codebook_ablation(
         heldout=cfg.heldout,
         candidates=cfg.candidates,
         rows=rows,
+        none_score=None if none is None else rate(list(none.values())),
+        paired=paired_rows([(r.label, r.aligned, r.tasks) for r in rows]),
     )
-    out.mkdir(parents=True, exist_ok=True)
     (out / "codebooks.json").write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
     (out / "codebooks.md").write_text(ablation_table(report) + "\n", encoding="utf-8")
     return report
 
 
+def _extras(
+    row: AblationRow,
+    out: Path,
+    policy: PolicySettings,
+    env: Any,
+    none: dict[str, float] | None,
+    progress: bool,
+) -> None:
+    """Add the row's aligned hits and task scores, as ``policy`` asks."""
+    from genmem.experiments.codebook_policy import align_and_score, score_tasks
+
+    policy_dir = out / "align" / row.label
+    if policy.align_steps:
+        row.aligned = align_and_score(row.bank, policy_dir, policy, progress=progress)
+    if none is not None:
+        row.tasks = score_tasks(
+            env,
+            row.bank,
+            out / "tasks" / row.label,
+            policy,
+            none,
+            policy_dir=policy_dir if policy.align_steps else None,
+            progress=progress,
+        )
+
+
 def ablation_table(report: AblationReport) -> str:
-    """The report as one markdown table (rates in %, with their intervals)."""
+    """The report as one markdown table (rates in %, with their intervals), then the pairs."""
     from genmem.experiments.stats import describe, format_interval
 
-    def pct(rate: Rate) -> str:
-        return format_interval(rate.rate, rate.ci)
+    def pct(rate: Rate | None) -> str:
+        return "" if rate is None else format_interval(rate.rate, rate.ci)
 
-    head = (
-        "| codebooks | prefix | entries | leaf util. % | DUI | MSE/dim fit | MSE/dim held-out "
-        "| cand. hit | Hit@1 | Hit@5 | held-out Hit@1 | held-out Hit@5 |"
-    )
-    lines = [head, "|" + "---|" * 12]
+    aligned = any(r.aligned for r in report.rows)
+    tasks = any(r.tasks for r in report.rows)
+    head = [
+        "codebooks", "prefix", "entries", "leaf util. %", "DUI", "MSE/dim fit",
+        "MSE/dim held-out", "cand. hit", "Hit@1", "Hit@5", "held-out Hit@1", "held-out Hit@5",
+    ]  # fmt: skip
+    if aligned:
+        head += ["aligned Hit@1", "aligned Hit@5", "aligned reranked Hit@5",
+                 "quantizer reranked Hit@5", "TF-IDF reranked Hit@5"]  # fmt: skip
+    if tasks:
+        head += ["task score (sid)", "sid - none"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in report.rows:
-        lines.append(
-            f"| {'x'.join(map(str, r.sizes))} | {'yes' if r.prefix else 'no'} | {r.entries} | "
-            f"{100 * r.leaf_utilization:.2f} | {r.dui:.3f} | {r.fit_mse_per_dim:.3e} | "
-            f"{r.heldout_mse_per_dim:.3e} | {pct(r.candidate_hit)} | {pct(r.hit_at_1)} | "
-            f"{pct(r.hit_at_5)} | "
-            f"{pct(r.heldout_hit_at_1)} | {pct(r.heldout_hit_at_5)} |"
-        )
+        cells = [
+            "x".join(map(str, r.sizes)), "yes" if r.prefix else "no", str(r.entries),
+            f"{100 * r.leaf_utilization:.2f}", f"{r.dui:.3f}", f"{r.fit_mse_per_dim:.3e}",
+            f"{r.heldout_mse_per_dim:.3e}", pct(r.candidate_hit), pct(r.hit_at_1),
+            pct(r.hit_at_5), pct(r.heldout_hit_at_1), pct(r.heldout_hit_at_5),
+        ]  # fmt: skip
+        if aligned:
+            a = r.aligned
+            cells += [
+                pct(a and a.own_hit_at_1), pct(a and a.own_hit_at_5),
+                pct(a and a.reranked_hit_at_5), pct(a and a.quantizer_hit_at_5),
+                pct(a and a.tfidf_hit_at_5),
+            ]  # fmt: skip
+        if tasks:
+            t = r.tasks
+            diff = t.vs_none if t else None
+            cells += [
+                pct(t and t.score) + (f" ({t.addresser})" if t else ""),
+                "" if diff is None else format_interval(diff.diff, diff.ci, signed=True),
+            ]
+        lines.append("| " + " | ".join(cells) + " |")
     first = report.rows[0]
     lines += [
         "",
         f"{report.source} seed rows, {report.distill} entries; codebooks fitted on the first "
         f"{first.fit_n}, {first.heldout_n} held out; quantizer with {report.candidates} "
-        f"candidates over {first.questions} questions ({first.heldout_questions} held out). "
-        + describe(report.intervals),
+        f"candidates over {first.questions} questions ({first.heldout_questions} held out).",
     ]
+    if aligned and first.aligned:
+        lines.append(
+            f"Aligned: one policy per bank, {first.aligned.steps} steps, scored on the "
+            f"{first.aligned.heldout} questions its alignment held out (the same in every row)."
+        )
+    if tasks and first.tasks:
+        lines.append(
+            f"Tasks: {first.tasks.n} of {first.tasks.bench}; none scores "
+            f"{pct(report.none_score)}; errored runs score 0."
+        )
+    for pair, diffs in report.paired.items():
+        parts = [
+            f"{name} {format_interval(d.diff, d.ci, signed=True)} (n={d.n}, {d.wins} wins, "
+            f"{d.losses} losses)"
+            for name, d in diffs.items()
+        ]
+        lines.append(f"{pair}: " + "; ".join(parts))
+    lines.append(describe(report.intervals))
     return "\n".join(lines)

@@ -56,6 +56,7 @@ __all__ = [
     "EvalSettings",
     "MethodSummary",
     "evaluate",
+    "read_records",
     "summary_markdown",
 ]
 
@@ -166,7 +167,7 @@ class EvalReport(BaseModel):
     intervals: IntervalSettings = DEFAULT_INTERVALS
 
 
-def _records(path: Path) -> list[EvalRecord]:
+def read_records(path: Path) -> list[EvalRecord]:
     """The records written so far (a torn last line is dropped and runs again)."""
     return [EvalRecord.model_validate(row) for row in jsonl_rows(path)]
 
@@ -229,7 +230,7 @@ def evaluate(
     workers = task_workers(concurrency, env, what="evaluation runs")
     out.mkdir(parents=True, exist_ok=True)
     path = out / "records.jsonl"
-    done = {(r.method, r.id) for r in _records(path)}
+    done = {(r.method, r.id) for r in read_records(path)}
     tasks = env.tasks(settings.limit)
     if settings.bank_url:
         from genmem.experiments.contamination import check_bank_is_clean
@@ -302,7 +303,7 @@ def evaluate(
         bar.update(1)
     bar.close()
     rank = {(m, t.id): i for i, (m, t) in enumerate(order)}
-    records = sorted(_records(path), key=lambda r: rank.get((r.method, r.id), len(rank)))
+    records = sorted(read_records(path), key=lambda r: rank.get((r.method, r.id), len(rank)))
     records = _with_contrastive(records)
     replace_jsonl(path, records)  # a kill here keeps the old file, never half of it
     report = EvalReport(

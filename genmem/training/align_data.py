@@ -75,6 +75,9 @@ MAPPINGS: tuple[Mapping, ...] = (
     "sid_description",
 )
 
+ADDRESSING: dict[Mapping, float] = {"query_sid": 1.0, "trajectory_sid": 1.0, "experience_sid": 1.0}
+"""The weights of ``--weights addressing``: the three text -> SID mappings only."""
+
 _EXPERIENCE_PROMPT = (
     "You are given a memory address (an SID: one code per level, coarse to fine). Write the "
     "experience stored at that address."

@@ -126,6 +126,10 @@ def test_fusion_on_the_real_model_and_seed_bank(tmp_path: Path, seed_bank_url: s
         (["--configs", "8;x"], "--configs"),
         (["--source", "qa", "--distill", "procedure"], "abstract"),
         (["--size", "50"], "greater than or equal to 48"),  # 40 rows left to fit on
+        (["--align-steps", "-1"], "0 or more"),
+        (["--eval-size", "-1"], "0 or more"),
+        (["--align-steps", "1", "--config", "h100x64"], "use cpu, cpu-lora"),
+        (["--bench", "gsm8k-test"], "give --limit too"),
     ],
 )
 def test_codebook_ablation_refuses_bad_settings(tmp_path: Path, capsys, extra, message) -> None:
@@ -159,3 +163,49 @@ def test_codebook_ablation_with_and_without_the_prefix(tmp_path: Path, capsys) -
     prefixes = [Codebooks.recall(h).metadata.encoder_prefix for h in recorded]
     assert prefixes == [EXPERIENCE_PREFIX, ""]
     assert "| 8x4x2 | no |" in (out / "codebooks.md").read_text()
+
+
+@pytest.mark.slow
+def test_codebook_ablation_aligns_a_policy_per_bank_and_scores_tasks(
+    tmp_path: Path, capsys
+) -> None:
+    """One command, one table: an aligned policy per shape, its held-out hits and task scores."""
+    out = tmp_path / "abl"
+    preset = tmp_path / "tiny.yaml"
+    preset.write_text("base: cpu-lora\nper_device_train_batch_size: 2\nmax_length: 128\n")
+    args = ["experiment", "codebooks", "--distill", "reference", "--size", "80", "--prefix", "with"]
+    args += ["--configs", "8,4,2;8,8", "--heldout", "0.25", "--candidates", "5"]
+    args += ["--align-steps", "1", "--config", str(preset), "--eval-size", "0"]
+    args += ["--limit", "1", "--max-steps", "1", "--max-new-tokens", "8", "--out", str(out)]
+    assert main([*args, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    heldout = set()
+    for row in result["rows"]:
+        aligned, tasks = row["aligned"], row["tasks"]
+        policy = Path(aligned["policy"])
+        assert policy == out / "align" / row["label"] and aligned["steps"] == 1
+        pairs = [json.loads(x) for x in (policy / "heldout_pairs.jsonl").read_text().splitlines()]
+        assert aligned["heldout"] == len(pairs) > 0 and set(aligned["per_query"]) == {
+            p["query"] for p in pairs
+        }
+        heldout.add(frozenset(aligned["per_query"]))
+        assert aligned["own_hit_at_1"]["rate"] <= aligned["own_hit_at_5"]["rate"] <= 1
+        # the policy records its alignment to this bank, so the task runs address with it
+        assert tasks["n"] == 1 and tasks["addresser"] == "generative" and tasks["errors"] == 0
+        assert tasks["vs_none"]["n"] == 1
+    assert len(heldout) == 1  # every bank held out the same questions: the rows pair
+    (pair,) = result["paired"].items()
+    assert pair[0] == "8x4x2-prefix - 8x8-prefix"
+    assert pair[1]["sid_hit_at_5"]["n"] == len(next(iter(heldout)))
+    assert pair[1]["task_score"]["n"] == 1
+    table = (out / "codebooks.md").read_text()
+    assert "aligned Hit@5" in table and "task score (sid)" in table and "(generative)" in table
+    # a rerun reuses the finished alignments and the task records
+    stamps = [(out / "align" / r["label"] / "report.json").stat().st_mtime for r in result["rows"]]
+    assert main([*args, "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert [r["aligned"] for r in again["rows"]] == [r["aligned"] for r in result["rows"]]
+    assert [r["tasks"] for r in again["rows"]] == [r["tasks"] for r in result["rows"]]
+    assert stamps == [
+        (out / "align" / r["label"] / "report.json").stat().st_mtime for r in result["rows"]
+    ]

@@ -1,0 +1,324 @@
+"""What a codebook shape does for an aligned policy and for an agent: one ablation row's extras.
+
+The codebook ablation (:mod:`genmem.experiments.codebook_ablation`) scores each bank's
+codebooks and its quantizer. With ``align_steps`` it also aligns one policy per bank
+(:func:`~genmem.training.align.run_align`, addressing mappings only) and scores that policy's
+addresses on the questions alignment held out, beside the quantizer and TF-IDF with the same
+candidate budget and reranker. Every bank holds the same source questions and the held-out
+ones are drawn by text, so the rows score the same questions and their differences pair by
+question. With ``tasks`` the row's addresser (its aligned policy, else its quantizer) serves
+the ``sid`` method of an evaluation through the graph, and a ``none`` run, made once for all
+rows, is the baseline each row's score pairs with.
+
+Each piece is resumable: a finished alignment (``run.json`` says ``done``) is not trained
+again, and evaluations resume from their records.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from genmem.experiments.stats import DEFAULT_INTERVALS, IntervalSettings, PairedDiff
+
+__all__ = [
+    "AlignedHits",
+    "PolicySettings",
+    "Rate",
+    "TaskScores",
+    "align_and_score",
+    "none_scores",
+    "paired_rows",
+    "rate",
+    "score_tasks",
+]
+
+
+class Rate(BaseModel):
+    """A rate (or mean score) with its bootstrap interval."""
+
+    rate: float
+    ci: tuple[float, float]
+
+
+def rate(values: Sequence[float | bool], settings: IntervalSettings = DEFAULT_INTERVALS) -> Rate:
+    """The mean of ``values`` with its bootstrap interval (0 [0, 0] for none)."""
+    from genmem.experiments.stats import mean_interval
+
+    estimate = mean_interval([float(v) for v in values], settings)
+    return (
+        Rate(rate=0.0, ci=(0.0, 0.0))
+        if estimate is None
+        else Rate(rate=estimate.mean, ci=estimate.ci)
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicySettings:
+    """How each row's policy is aligned and how its tasks are run (0 turns a part off)."""
+
+    align_steps: int = 0
+    """Optimiser steps of each bank's alignment (0: no aligned policy)."""
+    preset: str = "cpu-lora"
+    """Training preset of the alignments (as ``genmem train align --config``)."""
+    candidates: int = 50
+    """Candidates every addresser proposes per held-out question."""
+    align_eval: int = 32
+    """Queries per split of the alignment's own before/after prefix accuracy (0: none)."""
+    tasks: int = 0
+    """Tasks scored through the graph per bank (0: none)."""
+    bench: str = "gsm8k-test"
+    """Bench the tasks come from."""
+    model: str = "local"
+    """Chat model of the graph's roles."""
+    max_steps: int = 3
+    """StackPlanner's step budget."""
+    max_new_tokens: int | None = None
+    """Reply cap of every model call."""
+    allowed: str = "occupied"
+    """SIDs MemRetriever may decode in the task runs (all, occupied, prefix)."""
+
+    def __post_init__(self) -> None:
+        if min(self.align_steps, self.tasks, self.align_eval) < 0:
+            raise ValueError("align steps, eval size and tasks are counts: 0 or more")
+        if self.candidates < 5:
+            raise ValueError(f"candidates={self.candidates}: Hit@5 needs at least 5")
+
+
+class AlignedHits(BaseModel):
+    """An aligned policy's addresses on the questions its alignment held out."""
+
+    policy: str = Field(description="The policy directory (--model local:DIR).")
+    steps: int
+    train_seconds: float
+    heldout: int = Field(description="Held-out questions scored.")
+    own_hit_at_1: Rate = Field(description="Reference first in the policy's own beam.")
+    own_hit_at_5: Rate = Field(description="Reference in the first 5 of the policy's beam.")
+    reranked_hit_at_5: Rate = Field(description="The policy's beam, then the reranker.")
+    quantizer_hit_at_5: Rate = Field(description="The quantizer's candidates, reranked.")
+    tfidf_hit_at_5: Rate = Field(description="TF-IDF's candidates, reranked.")
+    per_query: dict[str, dict[str, bool]] = Field(
+        description="Question -> method -> Hit@5, for differences paired across rows."
+    )
+
+
+class TaskScores(BaseModel):
+    """The ``sid`` method's task score with one bank's addresser, against ``none``."""
+
+    bench: str
+    n: int
+    addresser: str = Field(description="What addressed: generative (aligned) or quantizer.")
+    score: Rate
+    errors: int = Field(description="Runs that errored; each scores 0.")
+    vs_none: PairedDiff | None = None
+    per_task: dict[str, float]
+
+
+def align_and_score(
+    bank_url: str, out: Path, settings: PolicySettings, *, progress: bool = True
+) -> AlignedHits:
+    """Align a policy on ``bank_url`` into ``out`` (unless done) and score its held-out hits."""
+    from genmem.experiments.retrieval_eval import (
+        baseline_ranker,
+        evaluate_retrieval,
+        load_pairs,
+        reranker_fn,
+        sid_ranker,
+    )
+    from genmem.memory.location import open_bank
+    from genmem.policies.addressing import bank_quantizer
+    from genmem.policies.baselines import TfidfRetriever
+    from genmem.policies.rerank import RerankConfig, Reranker
+
+    bank = open_bank(bank_url)
+    report = _aligned(bank, out, settings, progress)
+    pairs = load_pairs(out / "heldout_pairs.jsonl", spec=bank.spec)
+    rerank = reranker_fn(Reranker(bank, RerankConfig()))
+    policy_rank = _once(sid_ranker(_generator(out, bank)))  # one beam, scored twice
+    k = settings.candidates
+
+    def run(rank: Any, reranked: bool) -> Any:
+        return evaluate_retrieval(
+            pairs, rank, k, rerank=rerank if reranked else None, spec=bank.spec, progress=progress
+        )
+
+    own = run(policy_rank, False)
+    reports = {
+        "sid_reranked": run(policy_rank, True),
+        "quantizer": run(sid_ranker(bank_quantizer(bank, "occupied")), True),
+        "tfidf": run(baseline_ranker(TfidfRetriever.from_bank(bank)), True),
+    }
+    hits = {"sid": own} | reports
+    per_query = {
+        p.query: {name: r.per_query[i].hit_at_5 for name, r in hits.items()}
+        for i, p in enumerate(pairs)
+    }
+    return AlignedHits(
+        policy=str(out),
+        steps=int(report["steps"]),
+        train_seconds=float(report.get("seconds", 0.0)),
+        heldout=len(pairs),
+        own_hit_at_1=rate([r.hit_at_1 for r in own.per_query]),
+        own_hit_at_5=rate([r.hit_at_5 for r in own.per_query]),
+        reranked_hit_at_5=rate([r.hit_at_5 for r in reports["sid_reranked"].per_query]),
+        quantizer_hit_at_5=rate([r.hit_at_5 for r in reports["quantizer"].per_query]),
+        tfidf_hit_at_5=rate([r.hit_at_5 for r in reports["tfidf"].per_query]),
+        per_query=per_query,
+    )
+
+
+def _once(rank: Any) -> Any:
+    """``rank``, asked once per (query, k): later calls get the first answer."""
+    seen: dict[tuple[str, int], list[str]] = {}
+
+    def cached(query: str, k: int) -> list[str]:
+        if (query, k) not in seen:
+            seen[query, k] = list(rank(query, k))
+        return seen[query, k]
+
+    return cached
+
+
+def _aligned(bank: Any, out: Path, settings: PolicySettings, progress: bool) -> dict[str, Any]:
+    """The alignment report in ``out``: the finished one, else a new run's."""
+    from genmem.training.align import run_align
+    from genmem.training.align_data import ADDRESSING, AlignDataConfig
+    from genmem.training.config import load_preset
+
+    done = _finished(out)
+    if done is not None and done.get("steps") == settings.align_steps:
+        return done
+    preset = load_preset(settings.preset)
+    report = run_align(
+        bank,
+        out,
+        preset=preset,
+        max_steps=settings.align_steps,
+        data=AlignDataConfig(seed=preset.seed, weights=dict(ADDRESSING)),
+        max_eval=settings.align_eval,
+        progress=progress,
+    )
+    return report.model_dump(mode="json")
+
+
+def _finished(out: Path) -> dict[str, Any] | None:
+    """The report of a finished alignment in ``out`` (None: none, or not finished)."""
+    try:
+        run = json.loads((out / "run.json").read_text(encoding="utf-8"))
+        if run.get("status") != "done":
+            return None
+        return json.loads((out / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _generator(policy_dir: Path, bank: Any) -> Any:
+    """The aligned policy's SID decoder over ``bank``'s occupied SIDs."""
+    from genmem.policies.sid_decoding import SIDDecodingConfig, TransformersSIDGenerator
+
+    return TransformersSIDGenerator.load(
+        str(policy_dir), bank=bank, config=SIDDecodingConfig(allowed="occupied")
+    )
+
+
+def _task_settings(settings: PolicySettings, methods: list[str], bank_url: str | None) -> Any:
+    from genmem.experiments.evaluate import EvalSettings
+
+    return EvalSettings(
+        methods=methods,  # type: ignore[arg-type]
+        limit=settings.tasks,
+        model=settings.model,
+        bank_url=bank_url,
+        addresser="auto",
+        allowed=settings.allowed,  # type: ignore[arg-type]
+        max_steps=settings.max_steps,
+        max_new_tokens=settings.max_new_tokens,
+    )
+
+
+def _scores(records: Sequence[Any]) -> dict[str, float]:
+    """Task id -> score; an errored run scores 0."""
+    return {r.id: 0.0 if r.error else float(r.score) for r in records}
+
+
+def none_scores(
+    env: Any, out: Path, settings: PolicySettings, *, progress: bool = True
+) -> dict[str, float]:
+    """The ``none`` method's score per task (run once, shared by every row)."""
+    from genmem.experiments.evaluate import evaluate, read_records
+
+    report = evaluate(env, _task_settings(settings, ["none"], None), out=out, progress=progress)
+    return _scores(read_records(Path(report.records)))
+
+
+def score_tasks(
+    env: Any,
+    bank_url: str,
+    out: Path,
+    settings: PolicySettings,
+    baseline: Mapping[str, float],
+    *,
+    policy_dir: Path | None = None,
+    progress: bool = True,
+) -> TaskScores:
+    """The ``sid`` method on ``bank_url``, addressed by the aligned policy in ``policy_dir``
+    (else the bank's quantizer), paired with ``baseline`` (the ``none`` scores)."""
+    from genmem.experiments.evaluate import evaluate, read_records
+    from genmem.experiments.stats import paired_difference
+    from genmem.graph._addressing import choose_generator
+
+    factory = None
+    if policy_dir is not None:
+
+        def factory(bank: Any, config: Any) -> Any:
+            policy = _generator(policy_dir, bank)
+            return choose_generator(bank, config, policy.policy, lambda: policy, "MemRetriever")
+
+    report = evaluate(
+        env,
+        _task_settings(settings, ["sid"], bank_url),
+        out=out,
+        sid_generator=factory,
+        progress=progress,
+    )
+    records = read_records(Path(report.records))
+    scores = _scores(records)
+    addressers = sorted({r.addresser for r in records if r.addresser})
+    return TaskScores(
+        bench=env.name,
+        n=len(scores),
+        addresser=",".join(addressers) or "none",
+        score=rate(list(scores.values())),
+        errors=sum(1 for r in records if r.error),
+        vs_none=paired_difference(scores, baseline),
+        per_task=scores,
+    )
+
+
+def paired_rows(
+    rows: Sequence[tuple[str, AlignedHits | None, TaskScores | None]],
+) -> dict[str, dict[str, PairedDiff]]:
+    """Every two rows, ``a - b`` (a listed first): aligned Hit@5 per question, task score."""
+    from genmem.experiments.stats import paired_difference
+
+    out: dict[str, dict[str, PairedDiff]] = {}
+    for i, (a, hits_a, tasks_a) in enumerate(rows):
+        for b, hits_b, tasks_b in rows[i + 1 :]:
+            diffs: dict[str, PairedDiff | None] = {}
+            if hits_a is not None and hits_b is not None:
+                for method in ("sid", "sid_reranked"):
+                    diffs[f"{method}_hit_at_5"] = paired_difference(
+                        {q: float(h[method]) for q, h in hits_a.per_query.items()},
+                        {q: float(h[method]) for q, h in hits_b.per_query.items()},
+                    )
+            if tasks_a is not None and tasks_b is not None:
+                diffs["task_score"] = paired_difference(tasks_a.per_task, tasks_b.per_task)
+            kept = {name: d for name, d in diffs.items() if d is not None}
+            if kept:
+                out[f"{a} - {b}"] = kept
+    return out
