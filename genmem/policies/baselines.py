@@ -167,14 +167,17 @@ class TfidfRetriever(_PayloadIndex):
 
         if self._vectorizer is None:
             return [[] for _ in queries]
-        sims = linear_kernel(self._vectorizer.transform(queries), self._matrix)
+        # Sparse x sparse: only the entries sharing a term with a query are ever touched.
+        sims = linear_kernel(self._vectorizer.transform(queries), self._matrix, dense_output=False)
+        sims = sims.tocsr()
         out = []
-        for row in np.asarray(sims):
-            # Stable sort: equal scores keep code order, so results are deterministic.
-            top = np.argsort(-row, kind="stable")[:k]
-            out.append(
-                [SIDCandidate(sid=self._sids[i], score=float(row[i])) for i in top if row[i] > 0]
-            )
+        for r in range(sims.shape[0]):
+            row = sims.getrow(r)
+            keep = row.data > 0
+            cols, scores = row.indices[keep], row.data[keep]
+            # Highest score first; equal scores keep code order, so results are deterministic.
+            top = np.lexsort((cols, -scores))[:k]
+            out.append([SIDCandidate(sid=self._sids[cols[i]], score=float(scores[i])) for i in top])
         return out
 
 
