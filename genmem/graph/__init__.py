@@ -1,6 +1,12 @@
 """LangGraph graphs: bank lookup, MemRetriever, StackPlanner, MemEvolver, the closed loop,
 and the helpers that add the memory to any other agent."""
 
+from genmem.graph.background import (
+    BackgroundConfig,
+    BackgroundEvolver,
+    EvolveJob,
+    background_of,
+)
 from genmem.graph.bank_lookup import LookupContext, LookupState, build_lookup_graph
 from genmem.graph.embed import (
     MemoryAgentInput,
@@ -21,6 +27,9 @@ from genmem.graph.stackplanner import StackPlannerConfig, SubAgent, build_stackp
 from genmem.graph.trajectory import StepRecord, Trajectory
 
 __all__ = [
+    "BackgroundConfig",
+    "BackgroundEvolver",
+    "EvolveJob",
     "EvolverConfig",
     "EvolverState",
     "GenMemState",
@@ -36,6 +45,7 @@ __all__ = [
     "SubAgent",
     "Trajectory",
     "add_memory",
+    "background_of",
     "build_evolver_graph",
     "build_genmem_graph",
     "build_lookup_graph",

@@ -46,6 +46,13 @@ from langgraph.runtime import Runtime
 
 from genmem.graph._addressing import GeneratorFactory
 from genmem.graph._memory_nodes import Mode, check_mode, retrieval_update
+from genmem.graph.background import (
+    BackgroundConfig,
+    EvolveMode,
+    attach_background,
+    background_evolver,
+    queue_update,
+)
 from genmem.graph.evolver import EvolverConfig, build_evolver_graph
 from genmem.graph.retriever import MemoryContext, RetrieverConfig, build_retriever_graph
 from genmem.graph.trajectory import StepRecord, Trajectory, extend_or_reset
@@ -104,6 +111,8 @@ class MemoryAgentState(MemoryAgentInput, total=False):
     """What the agent did this run, as a ``Trajectory.model_dump()`` (MemEvolver's input)."""
     update: dict[str, Any] | None
     evolve_error: dict[str, Any] | None
+    evolve_job: str | None
+    """The queued update's job id (``evolve="background"``); see ``background_of(app)``."""
     events: Annotated[list[dict[str, Any]], extend_or_reset]
 
 
@@ -198,6 +207,8 @@ def add_memory(
     evolver_config: EvolverConfig | None = None,
     mode_default: Mode = "evolve",
     query_key: str | None = None,
+    evolve: EvolveMode = "inline",
+    background: BackgroundConfig | None = None,
 ) -> StateGraph:
     """``agent`` between MemRetriever and MemEvolver, as an uncompiled graph.
 
@@ -213,6 +224,10 @@ def add_memory(
         mode_default: The mode of a run whose input names none.
         query_key: An input key whose text addresses memory instead of the last human
             message (it is added to the graph's input).
+        evolve: ``inline`` (the run writes its update before it returns) or ``background``
+            (the run returns after the agent; the update is queued on a worker:
+            :mod:`genmem.graph.background`, reached with ``background_of(graph)``).
+        background: Delay, concurrency, supersede and journal of the background mode.
 
     Returns:
         The graph; compile it (``langgraph dev`` compiles it with its own store and
@@ -237,9 +252,9 @@ def add_memory(
     retriever = build_retriever_graph(
         model, sid_generator=sid_generator, config=retriever_config
     ).compile(name="mem_retriever")
-    evolver = build_evolver_graph(
-        model, sid_generator=sid_generator, config=evolver_config
-    ).compile(name="mem_evolver")
+    evolver_graph = build_evolver_graph(model, sid_generator=sid_generator, config=evolver_config)
+    evolver = evolver_graph.compile(name="mem_evolver")
+    queue = background_evolver(evolve, background, evolver_graph)
 
     def start(state: dict[str, Any]) -> dict[str, Any]:
         messages = list(state.get("messages") or [])
@@ -267,6 +282,7 @@ def add_memory(
                 "trajectory",
                 "update",
                 "evolve_error",
+                "evolve_job",
             )
         )
         return {
@@ -308,11 +324,11 @@ def add_memory(
         }
         return {"messages": new, "trajectory": trajectory.model_dump(), "events": [event]}
 
-    def evolve(state: dict[str, Any], runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-        out = evolver.invoke(
-            {"query": state["query"], "trajectory": state["trajectory"], "outcome": None},
-            context=runtime.context,
-        )
+    def run_evolver(state: dict[str, Any], runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+        inputs = {"query": state["query"], "trajectory": state["trajectory"], "outcome": None}
+        if queue is not None:
+            return queue_update(queue, inputs, runtime)
+        out = evolver.invoke(inputs, context=runtime.context)
         return {
             "update": out.get("update"),
             "evolve_error": out.get("error"),
@@ -329,12 +345,14 @@ def add_memory(
     g.add_node("start", start)
     g.add_node("retrieve", retrieve)
     g.add_node(AGENT_NODE, call_agent)
-    g.add_node("evolve", evolve)
+    g.add_node("evolve", run_evolver)
     g.add_edge(START, "start")
     g.add_conditional_edges("start", after_start, ["retrieve", AGENT_NODE])
     g.add_edge("retrieve", AGENT_NODE)
     g.add_conditional_edges(AGENT_NODE, after_agent, ["evolve", END])
     g.add_edge("evolve", END)
+    if queue is not None:
+        attach_background(g, queue)
     return g
 
 

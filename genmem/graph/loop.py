@@ -27,6 +27,13 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
 from genmem.graph._memory_nodes import MODES, Mode, check_mode, retrieval_update
+from genmem.graph.background import (
+    BackgroundConfig,
+    EvolveMode,
+    attach_background,
+    background_evolver,
+    queue_update,
+)
 from genmem.graph.evolver import EvolverConfig, build_evolver_graph
 from genmem.graph.retriever import MemoryContext, RetrieverConfig, build_retriever_graph
 from genmem.graph.stackplanner import (
@@ -104,6 +111,8 @@ class GenMemOutput(TypedDict, total=False):
     decision: dict[str, Any] | None
     update: dict[str, Any] | None
     evolve_error: dict[str, Any] | None
+    evolve_job: str | None
+    """The queued update's job id (``evolve="background"``); see ``background_of(app)``."""
     events: list[dict[str, Any]]
 
 
@@ -131,12 +140,16 @@ def build_genmem_graph(
     interactor_tools: Sequence[BaseTool] = (),
     scorer: Scorer | None = None,
     observer: Observer | None = None,
+    evolve: EvolveMode = "inline",
+    background: BackgroundConfig | None = None,
 ) -> StateGraph:
     """The uncompiled closed-loop graph; ``models`` sets a model per role (else ``model``).
 
     ``scorer`` scores answers against the input's ``reference`` (the ``score`` output, for
     evaluation); ``observer`` gives the environment's own verdict, the only outcome MemEvolver
-    may see besides one passed in with the input.
+    may see besides one passed in with the input. ``evolve="background"`` returns after
+    ``assess`` and queues MemEvolver's update on a worker configured by ``background``
+    (:mod:`genmem.graph.background`; the worker is ``background_of(graph)``).
     """
 
     def role(name: str) -> BaseChatModel | str:
@@ -154,9 +167,11 @@ def build_genmem_graph(
         interactor_tools=interactor_tools,
         config=planner_config,
     ).compile(name="stackplanner")
-    evolver = build_evolver_graph(
+    evolver_graph = build_evolver_graph(
         role("evolver"), sid_generator=sid_generator, config=evolver_config
-    ).compile(name="mem_evolver")
+    )
+    evolver = evolver_graph.compile(name="mem_evolver")
+    queue = background_evolver(evolve, background, evolver_graph)
 
     def start(state: GenMemState) -> dict[str, Any]:
         query = state.get("query")
@@ -176,6 +191,7 @@ def build_genmem_graph(
                 "update_addresser",
                 "decision",
                 "update",
+                "evolve_job",
             )
         )
         return {
@@ -216,15 +232,15 @@ def build_genmem_graph(
             outcome = observer(state.get("answer"))
         return {"score": score, "outcome": outcome}
 
-    def evolve(state: GenMemState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
-        out = evolver.invoke(
-            {
-                "query": state["query"],
-                "trajectory": state["trajectory"],
-                "outcome": state.get("outcome"),
-            },
-            context=runtime.context,
-        )
+    def run_evolver(state: GenMemState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+        inputs = {
+            "query": state["query"],
+            "trajectory": state["trajectory"],
+            "outcome": state.get("outcome"),
+        }
+        if queue is not None:
+            return queue_update(queue, inputs, runtime)
+        out = evolver.invoke(inputs, context=runtime.context)
         return {
             "update_sid": out.get("sid"),
             "update_addresser": out.get("addresser"),
@@ -250,13 +266,15 @@ def build_genmem_graph(
     g.add_node("retrieve", retrieve)
     g.add_node("execute", execute)
     g.add_node("assess", assess)
-    g.add_node("evolve", evolve)
+    g.add_node("evolve", run_evolver)
     g.add_edge(START, "start")
     g.add_conditional_edges("start", after_start, ["retrieve", "execute"])
     g.add_edge("retrieve", "execute")
     g.add_edge("execute", "assess")
     g.add_conditional_edges("assess", after_assess, ["evolve", END])
     g.add_edge("evolve", END)
+    if queue is not None:
+        attach_background(g, queue)
     return g
 
 
