@@ -7,15 +7,20 @@ slot (:meth:`StoreBackend.slot_tx`). The semantics of insert / revise / lookup l
 and runs the same test-suite. Backends subclass :class:`genmem.memory.store.BankStore`, which
 adds opening and creating banks; this module imports no bank, so ``bank`` depends on it and
 ``store`` on both.
+
+Every read primitive a bank's async methods need has an ``a``-prefixed twin. By default the
+twin runs the sync primitive in a worker thread (``asyncio.to_thread``); a backend with async
+I/O of its own sets :attr:`StoreBackend.native_async` and overrides them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Protocol, Self
+from typing import Protocol, Self, TypeVar
 
 from genmem.errors import InvalidUpdate
 from genmem.memory.records import BankInfo, Event, Op, Outcome, Version
@@ -34,6 +39,7 @@ __all__ = [
 BANK_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-@]{0,127}")
 """Bank ids: letters, digits, ``_ . - @``; ``@`` separates a snapshot name from its parent."""
 
+T = TypeVar("T")
 _KEY_WIDTH = 5  # codes are written zero-padded so that string order equals code order
 _MAX_SIZE = 10**_KEY_WIDTH
 
@@ -96,6 +102,10 @@ class StoreBackend(ABC):
     url: str = ""
     """Where the store lives, for messages and for reopening it."""
 
+    native_async: bool = False
+    """True when the ``a``-prefixed primitives do async I/O of their own. When False, a bank's
+    async methods run their sync twin whole in one worker thread instead of calling them."""
+
     # -- registry -------------------------------------------------------------------------
 
     @abstractmethod
@@ -149,6 +159,43 @@ class StoreBackend(ABC):
     @abstractmethod
     def _snapshot(self, source: str, info: BankInfo) -> None:
         """Atomically copy the live entries of ``source`` into a new read-only bank ``info``."""
+
+    def run_in_slot(self, bank_id: str, sid: SID, body: Callable[[SlotTx], T]) -> T:
+        """Run ``body`` inside :meth:`slot_tx` and return what it returns."""
+        with self.slot_tx(bank_id, sid) as tx:
+            return body(tx)
+
+    # -- async twins: a worker thread each unless a backend overrides them ----------------
+
+    async def aget_info(self, bank_id: str) -> BankInfo | None:
+        """:meth:`get_info` for async code."""
+        return await asyncio.to_thread(self.get_info, bank_id)
+
+    async def alist_banks(self) -> list[BankInfo]:
+        """:meth:`list_banks` for async code."""
+        return await asyncio.to_thread(self.list_banks)
+
+    async def acurrent(self, bank_id: str, sid: SID) -> Version | None:
+        """:meth:`current` for async code."""
+        return await asyncio.to_thread(self.current, bank_id, sid)
+
+    async def ahistory(self, bank_id: str, sid: SID) -> list[Version]:
+        """:meth:`history` for async code."""
+        return await asyncio.to_thread(self.history, bank_id, sid)
+
+    async def alive(self, bank_id: str, prefix: Sequence[int], limit: int | None) -> list[Version]:
+        """:meth:`live` for async code."""
+        return await asyncio.to_thread(self.live, bank_id, prefix, limit)
+
+    async def aevents(
+        self, bank_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[Event]:
+        """:meth:`events` for async code."""
+        return await asyncio.to_thread(self.events, bank_id, after_seq, limit)
+
+    async def arun_in_slot(self, bank_id: str, sid: SID, body: Callable[[SlotTx], T]) -> T:
+        """:meth:`run_in_slot` for async code: the whole transaction in one worker thread."""
+        return await asyncio.to_thread(self.run_in_slot, bank_id, sid, body)
 
     def storage_problems(self) -> list[str]:
         """Backend-level integrity findings (e.g. SQLite's quick_check); none by default."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import random
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -40,6 +39,15 @@ from genmem.errors import (
     SlotOccupied,
     VersionConflict,
 )
+from genmem.memory._bank_async import (
+    AsyncBankMethods,
+    Retry,
+    check_update,
+    exact_result,
+    first_error,
+    live_entry,
+    near_result,
+)
 from genmem.memory.backend import (
     BANK_ID_RE,
     RetryableWrite,
@@ -55,7 +63,6 @@ from genmem.memory.records import (
     BankStats,
     Entry,
     Event,
-    Hit,
     LookupResult,
     Update,
     Version,
@@ -70,13 +77,16 @@ __all__ = ["MAX_PAYLOAD_CHARS", "Bank", "import_bank"]
 MAX_PAYLOAD_CHARS = 100_000
 """Longest payload a bank accepts; an experience is a paragraph, not a document."""
 
-_WRITE_DEADLINE_S = 60.0
 _HASH_RE = re.compile(r"[0-9a-f]{64}")  # Codebooks.hash: a sha256 hex digest
 T = TypeVar("T")
 
 
-class Bank:
-    """One bank inside a store; obtain it with ``store.bank(id)`` or ``open_bank``."""
+class Bank(AsyncBankMethods):
+    """One bank inside a store; obtain it with ``store.bank(id)`` or ``open_bank``.
+
+    Every read and write has an async twin (``aget``, ``alookup``, ``ainsert``, ``arevise``,
+    ``aapply``, ...; :mod:`genmem.memory._bank_async`) that never blocks the event loop.
+    """
 
     def __init__(self, store: StoreBackend, info: BankInfo) -> None:
         self.store = store
@@ -127,36 +137,31 @@ class Bank:
 
     def get(self, sid: SID | str) -> Entry | None:
         """The live entry at ``sid``, or None for an empty slot."""
-        v = self.store.current(self.bank_id, self.sid(sid))
-        return None if v is None or v.deleted else Entry.from_version(v)
+        return live_entry(self.store.current(self.bank_id, self.sid(sid)))
 
     def lookup(
         self, sids: Iterable[SID | str], k: int = 5, *, min_depth: int = 1
     ) -> list[LookupResult]:
         """Answer each SID with its exact entry or its nearest occupied relatives (read-only)."""
+        parsed = self._lookup_args(sids, k, min_depth)
+        return [self._lookup_one(s, k, min_depth) for s in parsed]
+
+    def _lookup_args(self, sids: Iterable[SID | str], k: int, min_depth: int) -> list[SID]:
+        """The parsed SIDs of a lookup, after checking ``k`` and ``min_depth``."""
         if not isinstance(k, int) or k < 1:
             raise InvalidUpdate(f"lookup k must be an int >= 1, got {k!r}")
         if not 0 <= min_depth <= self.spec.levels:
             raise InvalidUpdate(f"min_depth must be in 0..{self.spec.levels}, got {min_depth}")
-        parsed = [self.sid(s) for s in sids]  # all or nothing: parse before reading
-        return [self._lookup_one(s, k, min_depth) for s in parsed]
+        return [self.sid(s) for s in sids]  # all or nothing: parse before reading
 
     def _lookup_one(self, sid: SID, k: int, min_depth: int) -> LookupResult:
-        levels = self.spec.levels
         exact = self.store.current(self.bank_id, sid)
         if exact is not None and not exact.deleted:
-            hit = Hit(
-                sid=exact.sid, match_depth=levels, version=exact.version, payload=exact.payload
-            )
-            return LookupResult(query=str(sid), exact=True, hits=[hit])
-        for depth in range(levels - 1, min_depth - 1, -1):
+            return exact_result(sid, exact, self.spec.levels)
+        for depth in range(self.spec.levels - 1, min_depth - 1, -1):
             rows = self.store.live(self.bank_id, sid.prefix(depth), k)
             if rows:
-                hits = [
-                    Hit(sid=v.sid, match_depth=depth, version=v.version, payload=v.payload)
-                    for v in rows
-                ]
-                return LookupResult(query=str(sid), exact=False, hits=hits)
+                return near_result(sid, depth, rows)
         return LookupResult(query=str(sid), exact=False, hits=[])
 
     def entries(self, prefix: SID | str | Sequence[int] = ()) -> list[Entry]:
@@ -223,6 +228,17 @@ class Bank:
         gate: WriteGate | None = None,
     ) -> ApplyResult:
         """Fill an empty slot with a new entry (``gate``: refuse junk as a ``rejected`` event)."""
+        return self._run_write(*self._insert_body(sid, payload, actor, metadata, gate))
+
+    def _insert_body(
+        self,
+        sid: SID | str,
+        payload: str,
+        actor: str,
+        metadata: dict[str, Any] | None,
+        gate: WriteGate | None,
+    ) -> tuple[SID, Callable[[SlotTx], ApplyResult]]:
+        """The checked target of an insert and the write to run in its slot transaction."""
         target = self.sid(sid)
         text = _check_payload(payload)
         if not text.strip():
@@ -243,7 +259,7 @@ class Bank:
                 )
             return self._write(tx, target, "insert", text, actor, meta, gate)
 
-        return self._run_write(target, body)
+        return target, body
 
     def revise(
         self,
@@ -260,6 +276,20 @@ class Bank:
         With a ``gate``, a new text the gate refuses is a ``rejected`` event and one it finds
         unchanged is a retention; a deletion is never gated.
         """
+        return self._run_write(
+            *self._revise_body(sid, payload, expected_version, actor, metadata, gate)
+        )
+
+    def _revise_body(
+        self,
+        sid: SID | str,
+        payload: str,
+        expected_version: int | None,
+        actor: str,
+        metadata: dict[str, Any] | None,
+        gate: WriteGate | None,
+    ) -> tuple[SID, Callable[[SlotTx], ApplyResult]]:
+        """The checked target of a revision and the write to run in its slot transaction."""
         target = self.sid(sid)
         text = _check_payload(payload)
         meta = _check_metadata(metadata)
@@ -288,7 +318,7 @@ class Bank:
                 )
             return self._write(tx, target, "revise", text, actor, meta, gate)
 
-        return self._run_write(target, body)
+        return target, body
 
     def apply(
         self,
@@ -299,14 +329,8 @@ class Bank:
         metadata: dict[str, Any] | None = None,
     ) -> ApplyResult:
         """Apply a validated ``(op, sid, payload)`` update, through ``gate`` when given."""
-        if not isinstance(update, Update):
-            try:
-                update = Update.model_validate(update)
-            except ValidationError as exc:
-                raise InvalidUpdate(f"invalid update: {_first_error(exc)}") from None
+        update = check_update(update)
         if update.op == "insert":
-            if update.expected_version is not None:
-                raise InvalidUpdate("expected_version applies to revise only, not insert")
             return self.insert(
                 update.sid, update.payload, actor=actor, metadata=metadata, gate=gate
             )
@@ -408,23 +432,24 @@ class Bank:
         )
 
     def _run_write(self, sid: SID, body: Callable[[SlotTx], T]) -> T:
+        self._check_writable()
+        retry = Retry()
+        while True:
+            try:
+                return self.store.run_in_slot(self.bank_id, sid, body)
+            except RetryableWrite:
+                # Another writer held the slot or the database; back off and read again.
+                wait = retry.next_wait()
+                if wait is None:
+                    raise
+                time.sleep(wait)
+
+    def _check_writable(self) -> None:
         if self.read_only:
             raise ReadOnlyBank(
                 f"bank {self.bank_id!r} is a read-only snapshot; write to {self.info.parent!r}",
                 bank_id=self.bank_id,
             )
-        deadline = time.monotonic() + _WRITE_DEADLINE_S
-        delay = 0.002
-        while True:
-            try:
-                with self.store.slot_tx(self.bank_id, sid) as tx:
-                    return body(tx)
-            except RetryableWrite:
-                # Another writer held the slot or the database; back off and read again.
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(delay * (1 + random.random()))
-                delay = min(delay * 2, 0.2)
 
     # -- snapshots, export, integrity ---------------------------------------------------------
 
@@ -512,12 +537,6 @@ def _check_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
         return json.loads(json.dumps(metadata))
     except (TypeError, ValueError) as exc:
         raise InvalidUpdate(f"metadata must be JSON-serialisable: {exc}") from None
-
-
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"]) or "update"
-    return f"{where}: {err['msg']}"
 
 
 def _check_content(spec: SIDSpec, versions: list[Version], events: list[Event]) -> list[str]:
@@ -709,7 +728,7 @@ def _read_export(source: IO[str]) -> tuple[BankInfo, list[Version], list[Event]]
                 else:
                     raise ValueError(f"unknown record type {kind!r}")
             except (ValueError, KeyError, AttributeError, TypeError, ValidationError) as exc:
-                msg = _first_error(exc) if isinstance(exc, ValidationError) else str(exc)
+                msg = first_error(exc) if isinstance(exc, ValidationError) else str(exc)
                 raise InvalidUpdate(f"export line {lineno}: {msg}") from None
             if info is None:
                 raise InvalidUpdate(

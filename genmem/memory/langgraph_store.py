@@ -32,19 +32,30 @@ PostgreSQL bank backend (``sqlite:///...``, ``postgresql://...``), whose transac
 cover processes. Reads take the same lock, because ``InMemoryStore`` is not safe to read while
 another thread writes and because paging through a search must not race a writer.
 
+**Async.** The adapter's ``a``-primitives (what ``Bank.aget``, ``alookup``, ``ainsert``, ...
+call) go through the store's own ``abatch``, on the event loop: no worker thread, which is what a
+store bound to the server's event loop needs (the LangGraph server's store refuses sync calls
+made on its loop). langgraph's sync ``SqliteStore`` has no ``abatch``; over it the bank's async
+methods run their sync twins in a worker thread instead (and the adapter's own ``a``-primitives
+run its ``batch`` in one). A write reads the slot, runs the bank's checks and commits in one
+``abatch`` while it holds an ``asyncio.Lock`` per event loop (coroutines of one loop, one at a
+time) and the process-wide lock above, taken without blocking the loop (sync writers in
+threads).
+
 Every item is written with ``index=False`` (no embedding of payloads by a store configured for
 semantic search) and ``ttl=None`` (a store's default TTL never expires a bank).
 """
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langgraph.store.base import BaseStore, GetOp, Item, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
@@ -52,7 +63,7 @@ from langgraph.store.memory import InMemoryStore
 from genmem.errors import BankExists, IntegrityError, InvalidBankURL
 from genmem.memory.records import BankInfo, Event, Op, Outcome, Version
 from genmem.memory.sid import SID, SIDSpec
-from genmem.memory.store import BankStore, sort_key
+from genmem.memory.store import BankStore, SlotTx, sort_key
 
 if TYPE_CHECKING:
     from genmem.memory.bank_url import BankURL
@@ -62,12 +73,35 @@ __all__ = ["LangGraphBankStore"]
 _ROOT = "genmem"
 _PAGE = 500  # items per search page and per write batch (SQLite caps bound parameters)
 _META_KEY = "log"
+_LOCK_POLL_S = 0.001  # how often an async writer looks again at a lock a thread holds
+T = TypeVar("T")
 
 _registry_lock = threading.Lock()
 _memory_stores: dict[str, InMemoryStore] = {}
+
+
+class _StoreLock:
+    """The write lock of one underlying store: for threads, and one per event loop."""
+
+    def __init__(self) -> None:
+        self.thread = threading.RLock()
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def for_loop(self) -> asyncio.Lock:
+        """The lock the coroutines of the running event loop share."""
+        loop = asyncio.get_running_loop()
+        with _registry_lock:
+            lock = self._by_loop.get(loop)
+            if lock is None:
+                lock = self._by_loop[loop] = asyncio.Lock()
+            return lock
+
+
 # One write lock per underlying store, so two adapters over one store still exclude each other.
-_locks_by_store: weakref.WeakKeyDictionary[BaseStore, threading.RLock] = weakref.WeakKeyDictionary()
-_locks_by_location: dict[str, threading.RLock] = {}
+_locks_by_store: weakref.WeakKeyDictionary[BaseStore, _StoreLock] = weakref.WeakKeyDictionary()
+_locks_by_location: dict[str, _StoreLock] = {}
 
 
 def memory_store(name: str = "") -> InMemoryStore:
@@ -78,13 +112,13 @@ def memory_store(name: str = "") -> InMemoryStore:
         return _memory_stores[name]
 
 
-def _lock_for(store: BaseStore, location: str | None) -> threading.RLock:
+def _lock_for(store: BaseStore, location: str | None) -> _StoreLock:
     with _registry_lock:
         if location is not None:
-            return _locks_by_location.setdefault(location, threading.RLock())
+            return _locks_by_location.setdefault(location, _StoreLock())
         lock = _locks_by_store.get(store)
         if lock is None:
-            lock = _locks_by_store[store] = threading.RLock()
+            lock = _locks_by_store[store] = _StoreLock()
         return lock
 
 
@@ -123,6 +157,44 @@ def _count(log: dict[str, Any], outcome: str, reason: str | None) -> None:
         log["rejections"][reason] = log["rejections"].get(reason, 0) + 1
 
 
+def _has_abatch(store: BaseStore) -> bool:
+    """Whether the store's ``abatch`` works: langgraph's sync ``SqliteStore`` only raises there."""
+    try:
+        from langgraph.store.sqlite import SqliteStore
+    except ImportError:  # not installed, so not this store
+        return True
+    return type(store).abatch is not SqliteStore.abatch
+
+
+def _live_filter(prefix: Sequence[int]) -> dict[str, Any]:
+    """The search filter of the live slots under ``prefix``."""
+    codes = tuple(prefix)
+    filter_: dict[str, Any] = {"live": True}
+    if codes:
+        filter_[f"p{len(codes)}"] = sort_key(codes)
+    return filter_
+
+
+def _event_keys(last_seq: int, after_seq: int, limit: int | None) -> list[str]:
+    """The keys of the events after ``after_seq`` (at most ``limit``) in a log at ``last_seq``."""
+    stop = last_seq if limit is None else min(last_seq, after_seq + max(limit, 0))
+    return [_event_key(s) for s in range(max(after_seq, 0) + 1, stop + 1)]
+
+
+def _versions(
+    bank_id: str, sid: SID, cur: Version, keys: list[str], items: list[Item | None]
+) -> list[Version]:
+    """A slot's versions from their items; IntegrityError when one is missing."""
+    missing = [k for k, i in zip(keys, items, strict=True) if i is None]
+    if missing:
+        raise IntegrityError(
+            f"bank {bank_id!r}: {sid} is at version {cur.version} but versions "
+            f"{missing} are missing from the store",
+            problems=[f"{sid}: missing version keys {missing}"],
+        )
+    return [Version.model_validate(i.value) for i in items if i is not None]
+
+
 class _Namespaces:
     """The namespaces of one bank."""
 
@@ -137,12 +209,10 @@ class _Namespaces:
 class _LangGraphSlotTx:
     """The :class:`SlotTx` of the adapter: buffered puts, committed in one batch on exit."""
 
-    def __init__(self, owner: LangGraphBankStore, bank_id: str, sid: SID) -> None:
-        self._owner, self._sid, self._ns = owner, sid, _Namespaces(bank_id)
+    def __init__(self, bank_id: str, sid: SID, slot: Item | None, log: Item | None) -> None:
+        """A transaction on the slot and log items just read with :meth:`reads`."""
+        self._sid, self._ns = sid, _Namespaces(bank_id)
         self._skey = sort_key(sid.codes)
-        slot, log = owner._store.batch(
-            [_get(self._ns.slots, self._skey), _get(self._ns.meta, _META_KEY)]
-        )
         self.current: Version | None = (
             None if slot is None else Version.model_validate(slot.value["current"])
         )
@@ -150,6 +220,12 @@ class _LangGraphSlotTx:
         self._log["outcomes"] = dict(self._log["outcomes"])
         self._log["rejections"] = dict(self._log.get("rejections", {}))  # logs before the gate
         self.puts: list[PutOp] = []
+
+    @staticmethod
+    def reads(bank_id: str, sid: SID) -> list[GetOp]:
+        """What a transaction on ``sid`` reads first: the slot and the bank's log counters."""
+        ns = _Namespaces(bank_id)
+        return [_get(ns.slots, sort_key(sid.codes)), _get(ns.meta, _META_KEY)]
 
     def add_version(self, version: Version) -> None:
         before = self.current
@@ -190,9 +266,9 @@ class _LangGraphSlotTx:
         self.puts.append(_put(self._ns.events, _event_key(seq), event.model_dump()))
         return seq
 
-    def commit(self) -> None:
-        if self.puts:
-            self._owner._store.batch([*self.puts, _put(self._ns.meta, _META_KEY, self._log)])
+    def writes(self) -> list[PutOp]:
+        """The batch that commits the transaction (nothing when it wrote nothing)."""
+        return [*self.puts, _put(self._ns.meta, _META_KEY, self._log)] if self.puts else []
 
 
 class LangGraphBankStore(BankStore):
@@ -210,7 +286,9 @@ class LangGraphBankStore(BankStore):
         if not isinstance(store, BaseStore):
             raise TypeError(f"LangGraphBankStore needs a langgraph BaseStore, not {type(store)}")
         self._store = store
-        self._lock = _lock_for(store, _location)
+        self._locks = _lock_for(store, _location)
+        self._lock = self._locks.thread
+        self.native_async = _has_abatch(store)
         self._closers = list(_closers)
         self.url = f"langgraph://{type(store).__name__}"
         if setup:
@@ -398,33 +476,17 @@ class LangGraphBankStore(BankStore):
                 return []
             keys = [_version_key(skey, n) for n in range(1, cur.version + 1)]
             items = self._get_many(ns.versions, keys)
-        missing = [k for k, i in zip(keys, items, strict=True) if i is None]
-        if missing:
-            raise IntegrityError(
-                f"bank {bank_id!r}: {sid} is at version {cur.version} but versions "
-                f"{missing} are missing from the store",
-                problems=[f"{sid}: missing version keys {missing}"],
-            )
-        return [Version.model_validate(i.value) for i in items if i is not None]
+        return _versions(bank_id, sid, cur, keys, items)
 
     def live(self, bank_id: str, prefix: Sequence[int], limit: int | None) -> list[Version]:
         """Live entries under a prefix in code order: one filtered search."""
-        ns = _Namespaces(bank_id)
-        codes = tuple(prefix)
-        filter_: dict[str, Any] = {"live": True}
-        if codes:
-            filter_[f"p{len(codes)}"] = sort_key(codes)
-        rows = self._search_all(ns.slots, filter_)
-        if limit is not None:
-            rows = rows[:limit]
-        return [Version.model_validate(i.value["current"]) for i in rows]
+        rows = self._search_all(_Namespaces(bank_id).slots, _live_filter(prefix))
+        return [Version.model_validate(i.value["current"]) for i in rows[:limit]]
 
     def events(self, bank_id: str, after_seq: int = 0, limit: int | None = None) -> list[Event]:
         """The log after ``after_seq``: sequence numbers are dense, so one batch of ``get``."""
         with self._locked():
-            last = int(self._log(bank_id)["last_seq"])
-            stop = last if limit is None else min(last, after_seq + max(limit, 0))
-            keys = [_event_key(s) for s in range(max(after_seq, 0) + 1, stop + 1)]
+            keys = _event_keys(int(self._log(bank_id)["last_seq"]), after_seq, limit)
             items = self._get_many(_Namespaces(bank_id).events, keys)
         return [Event.model_validate(i.value) for i in items if i is not None]
 
@@ -449,10 +511,113 @@ class LangGraphBankStore(BankStore):
     @contextmanager
     def slot_tx(self, bank_id: str, sid: SID) -> Iterator[_LangGraphSlotTx]:
         """Exclusive within this process; the write lands in one ``batch`` on normal exit."""
-        with self._locked():
-            tx = _LangGraphSlotTx(self, bank_id, sid)
+        with self._locked() as store:
+            tx = _LangGraphSlotTx(bank_id, sid, *store.batch(_LangGraphSlotTx.reads(bank_id, sid)))
             yield tx
-            tx.commit()
+            writes = tx.writes()
+            if writes:
+                store.batch(writes)
+
+    # -- async: the store's own abatch, on the event loop ------------------------------------
+
+    @asynccontextmanager
+    async def _alocked(self) -> AsyncIterator[None]:
+        async with self._locks.for_loop():
+            # A thread may hold the store: wait for it without blocking the event loop.
+            while not self._lock.acquire(blocking=False):
+                await asyncio.sleep(_LOCK_POLL_S)
+            try:
+                yield
+            finally:
+                self._lock.release()
+
+    async def _abatch(self, ops: list[Any]) -> list[Any]:
+        async with self._alocked():
+            return await self._abatch_unlocked(ops)
+
+    async def _abatch_unlocked(self, ops: list[Any]) -> list[Any]:
+        """The store's ``abatch``, or its ``batch`` in a worker thread when it has none."""
+        if self.native_async:
+            return await self._store.abatch(ops)
+        return await asyncio.to_thread(self._store.batch, ops)
+
+    async def _asearch_all(
+        self, namespace: tuple[str, ...], filter: dict[str, Any] | None = None
+    ) -> list[Item]:
+        """:meth:`_search_all` through ``abatch``."""
+        items: dict[str, Item] = {}
+        offset = 0
+        async with self._alocked():
+            while True:
+                op = SearchOp(
+                    namespace, filter=filter, limit=_PAGE, offset=offset, refresh_ttl=False
+                )
+                page = (await self._abatch_unlocked([op]))[0]
+                items.update({i.key: i for i in page if i.namespace == namespace})
+                if len(page) < _PAGE:
+                    break
+                offset += len(page)
+        return [items[k] for k in sorted(items)]
+
+    async def _aget_many(
+        self, namespace: tuple[str, ...], keys: Sequence[str]
+    ) -> list[Item | None]:
+        out: list[Item | None] = []
+        async with self._alocked():
+            for start in range(0, len(keys), _PAGE):
+                chunk = keys[start : start + _PAGE]
+                out.extend(await self._abatch_unlocked([_get(namespace, k) for k in chunk]))
+        return out
+
+    async def aget_info(self, bank_id: str) -> BankInfo | None:
+        """:meth:`get_info` through ``abatch``."""
+        item = (await self._abatch([_get((_ROOT, "banks"), bank_id)]))[0]
+        return None if item is None else BankInfo.model_validate(item.value)
+
+    async def alist_banks(self) -> list[BankInfo]:
+        """:meth:`list_banks` through ``abatch``."""
+        return [BankInfo.model_validate(i.value) for i in await self._asearch_all((_ROOT, "banks"))]
+
+    async def acurrent(self, bank_id: str, sid: SID) -> Version | None:
+        """:meth:`current` through ``abatch``: one ``get``."""
+        item = (await self._abatch([_get(_Namespaces(bank_id).slots, sort_key(sid.codes))]))[0]
+        return None if item is None else Version.model_validate(item.value["current"])
+
+    async def ahistory(self, bank_id: str, sid: SID) -> list[Version]:
+        """:meth:`history` through ``abatch``."""
+        cur = await self.acurrent(bank_id, sid)
+        if cur is None:
+            return []
+        skey = sort_key(sid.codes)
+        keys = [_version_key(skey, n) for n in range(1, cur.version + 1)]
+        items = await self._aget_many(_Namespaces(bank_id).versions, keys)
+        return _versions(bank_id, sid, cur, keys, items)
+
+    async def alive(self, bank_id: str, prefix: Sequence[int], limit: int | None) -> list[Version]:
+        """:meth:`live` through ``abatch``: one filtered search."""
+        rows = await self._asearch_all(_Namespaces(bank_id).slots, _live_filter(prefix))
+        return [Version.model_validate(i.value["current"]) for i in rows[:limit]]
+
+    async def aevents(
+        self, bank_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[Event]:
+        """:meth:`events` through ``abatch``."""
+        ns = _Namespaces(bank_id)
+        log = (await self._abatch([_get(ns.meta, _META_KEY)]))[0]
+        last = 0 if log is None else int(log.value["last_seq"])
+        keys = _event_keys(last, after_seq, limit)
+        return [Event.model_validate(i.value) for i in await self._aget_many(ns.events, keys) if i]
+
+    async def arun_in_slot(self, bank_id: str, sid: SID, body: Callable[[SlotTx], T]) -> T:
+        """Read the slot, run ``body`` (the bank's checks, no I/O), commit: one ``abatch`` each."""
+        async with self._alocked():
+            read = await self._abatch_unlocked(_LangGraphSlotTx.reads(bank_id, sid))
+            tx = _LangGraphSlotTx(bank_id, sid, *read)
+            result = body(tx)
+            writes = tx.writes()
+            if writes:
+                await self._abatch_unlocked(writes)
+            return result
 
     def close(self) -> None:
         """Close what :meth:`from_url` opened (a caller's store stays open)."""

@@ -72,10 +72,20 @@ class BankStore(StoreBackend):
         """Open an existing bank (BankNotFound names the banks that do exist)."""
         info = self.get_info(bank_id)
         if info is None:
-            known = ", ".join(repr(b.bank_id) for b in self.list_banks()) or "none"
-            raise BankNotFound(
-                f"no bank {bank_id!r} in {self.url or type(self).__name__} "
-                f"(banks there: {known}); create it with `genmem bank build` or create_bank()",
-                bank_id=bank_id,
-            )
+            raise self._not_found(bank_id, self.list_banks())
         return Bank(self, info)
+
+    async def abank(self, bank_id: str = "default") -> Bank:
+        """:meth:`bank` for async code (the store's async reads, see ``native_async``)."""
+        info = await self.aget_info(bank_id)
+        if info is None:
+            raise self._not_found(bank_id, await self.alist_banks())
+        return Bank(self, info)
+
+    def _not_found(self, bank_id: str, banks: list[BankInfo]) -> BankNotFound:
+        known = ", ".join(repr(b.bank_id) for b in banks) or "none"
+        return BankNotFound(
+            f"no bank {bank_id!r} in {self.url or type(self).__name__} "
+            f"(banks there: {known}); create it with `genmem bank build` or create_bank()",
+            bank_id=bank_id,
+        )
