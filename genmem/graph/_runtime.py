@@ -1,15 +1,22 @@
-"""Reading a bank from a graph node's runtime (run context, then the graph's store)."""
+"""Reading a bank from a graph node's runtime (run context, then the graph's store), and nodes
+with a sync and an async body."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from langchain_core.runnables import Runnable
+
+# LangGraph builds a node from a function as this runnable, which takes a sync and an async body
+# (``invoke`` runs one, ``ainvoke``/``astream`` the other) and injects ``runtime`` into both.
+from langgraph._internal._runnable import RunnableCallable
 from langgraph.runtime import Runtime
 
 from genmem.memory.bank import Bank
-from genmem.tools.lookup import resolve_bank
+from genmem.tools.lookup import aresolve_bank, resolve_bank
 
-__all__ = ["bank_from_runtime"]
+__all__ = ["abank_from_runtime", "bank_from_runtime", "sync_and_async"]
 
 
 class _Access:
@@ -24,3 +31,16 @@ class _Access:
 def bank_from_runtime(runtime: Runtime[Any]) -> Bank:
     """The bank a run names in its context (``bank_url``, ``bank_id``) or its store holds."""
     return resolve_bank(_Access(runtime))  # type: ignore[arg-type]
+
+
+async def abank_from_runtime(runtime: Runtime[Any]) -> Bank:
+    """:func:`bank_from_runtime` for async nodes (the store is awaited, a URL opens in a thread)."""
+    return await aresolve_bank(_Access(runtime))  # type: ignore[arg-type]
+
+
+def sync_and_async(
+    func: Callable[..., Any], afunc: Callable[..., Awaitable[Any]]
+) -> Runnable[Any, Any]:
+    """A node that runs ``func`` under ``invoke``/``stream`` and ``afunc`` under ``ainvoke``/
+    ``astream``; both take the same parameters (``state``, ``runtime``)."""
+    return RunnableCallable(func, afunc, name=func.__name__, trace=False)

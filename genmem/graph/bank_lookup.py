@@ -2,7 +2,8 @@
 
 Input ``{"sid_list": [...]}``; output ``{"results": [...], "error": ...}``. The bank comes from
 the run context (``bank_url``, ``bank_id``, ``memory_k``) or, without a URL, from the store the
-LangGraph server gives the graph, so a bank can live in the platform's own store. The memory
+LangGraph server gives the graph, so a bank can live in the platform's own store. Under
+``ainvoke``/``astream`` (and on the server) the node reads through the bank's async API. The memory
 agents' graphs (MemRetriever, MemEvolver, StackPlanner, the closed loop) build on this layer.
 """
 
@@ -14,10 +15,10 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
 from genmem.errors import InvalidSID
-from genmem.graph._runtime import bank_from_runtime
+from genmem.graph._runtime import abank_from_runtime, bank_from_runtime, sync_and_async
 from genmem.tools.lookup import DEFAULT_LOOKUP_K
 
-__all__ = ["LookupContext", "LookupState", "build_lookup_graph", "graph"]
+__all__ = ["LookupContext", "LookupState", "alookup_node", "build_lookup_graph", "graph"]
 
 
 class LookupState(TypedDict, total=False):
@@ -47,10 +48,21 @@ def lookup_node(state: LookupState, runtime: Runtime[LookupContext]) -> LookupSt
     return {"results": [r.model_dump() for r in results], "error": None}
 
 
+async def alookup_node(state: LookupState, runtime: Runtime[LookupContext]) -> LookupState:
+    """:func:`lookup_node` through the bank's async API."""
+    bank = await abank_from_runtime(runtime)
+    k = int((runtime.context or {}).get("memory_k") or DEFAULT_LOOKUP_K)
+    try:
+        results = await bank.alookup(state.get("sid_list") or [], k=k)
+    except InvalidSID as exc:
+        return {"results": [], "error": str(exc)}
+    return {"results": [r.model_dump() for r in results], "error": None}
+
+
 def build_lookup_graph() -> StateGraph:
     """The uncompiled graph (``langgraph dev`` compiles it with its own store)."""
     g = StateGraph(LookupState, context_schema=LookupContext)
-    g.add_node("lookup", lookup_node)
+    g.add_node("lookup", sync_and_async(lookup_node, alookup_node))
     g.add_edge(START, "lookup")
     g.add_edge("lookup", END)
     return g

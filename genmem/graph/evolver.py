@@ -26,12 +26,17 @@
   refuses (read-only snapshot, a concurrent writer, ...) is recorded as a rejection too; the
   graph never raises for it.
 
+Under ``ainvoke``/``astream`` the nodes take their async path: the bank is read and written
+through its async API (``alookup`` via the tool's coroutine, ``aapply``), the decision is the chat
+model's ``ainvoke``, and SID decoding runs in a worker thread.
+
 Every attempt leaves one entry in the run's ``events`` log (``applied`` or ``rejected``, with the
 reason), and the final ``error`` says why nothing was written when that is the result.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import operator
 import re
@@ -58,11 +63,12 @@ from genmem.errors import (
     VersionConflict,
 )
 from genmem.graph._addressing import BankGenerators, GeneratorFactory
-from genmem.graph._runtime import bank_from_runtime
+from genmem.graph._runtime import abank_from_runtime, bank_from_runtime, sync_and_async
 from genmem.graph.retriever import MemoryContext
 from genmem.graph.trajectory import render_trajectory
+from genmem.memory.bank import Bank
 from genmem.memory.gate import GateConfig, WriteGate
-from genmem.memory.records import Update
+from genmem.memory.records import ApplyResult, Update
 from genmem.memory.sid import SIDSpec
 from genmem.policies.addressing import Addresser, addresser_name, check_addresser
 from genmem.policies.backends import load_chat_model
@@ -500,6 +506,76 @@ def _decision_model(
         return chat
 
 
+@dataclass(frozen=True)
+class _Ask:
+    """One request for a decision: the slot read, the messages to send and the model to ask."""
+
+    sid: str
+    attempt: int
+    slot: _Slot
+    asked: list[AnyMessage]
+    """The turns this attempt adds to the conversation (the instruction on the first)."""
+    prompt: list[AnyMessage]
+    model: Runnable[LanguageModelInput, Any]
+
+
+@dataclass(frozen=True)
+class _Write:
+    """A checked decision as the update to write, with its gate, and what its outcome means."""
+
+    update: Update
+    gate: WriteGate | None
+    op: str
+    attempt: int | None
+
+    @classmethod
+    def of(cls, state: EvolverState, cfg: EvolverConfig) -> _Write:
+        """The write of the state's decision: a compare-and-set on the version read."""
+        decision = EvolverDecision.model_validate(state["decision"])
+        slot = _read_slot(list(state.get("messages", [])), decision.sid)
+        expected = slot.version if slot is not None and decision.op == "revise" else None
+        update = Update(
+            op=decision.op, sid=decision.sid, payload=decision.payload, expected_version=expected
+        )
+        gate = None
+        if cfg.gate is not None:
+            query, trajectory, outcome = _check_input(state)
+            stored = [slot.hits[0]["payload"]] if slot is not None and slot.exact else []
+            sources = (query, trajectory, outcome or "", *stored)
+            gate = WriteGate(sources=sources, config=cfg.gate, memory=_read_memory(state, slot))
+        return cls(update, gate, decision.op, state.get("attempts"))
+
+    def refused(self, exc: GenMemError) -> EvolverState:
+        """The state update when the bank refused the write."""
+        refused = _Rejected(_bank_kind(exc), f"the bank refused the write: {exc}", op=self.op)
+        return _rejection(refused, self.update.sid, self.attempt)
+
+    def done(self, result: ApplyResult) -> EvolverState:
+        """The state update for the bank's answer: applied, or refused by the write gate."""
+        sid, attempt = self.update.sid, self.attempt
+        if result.outcome == "rejected":
+            gated = _Rejected(
+                "gated",
+                f"the write gate refused the payload ({result.reason}: {result.detail}); "
+                f"logged as event {result.seq}, nothing stored",
+                output=self.update.payload,
+                op=self.op,
+                gate_reason=result.reason,
+            )
+            return {"update": None, **_rejection(gated, sid, attempt)}
+        before = "empty" if result.version_before is None else f"v{result.version_before}"
+        after = "empty" if result.version_after is None else f"v{result.version_after}"
+        event = _event(
+            "applied",
+            sid=result.sid,
+            op=result.op,
+            outcome=result.outcome,
+            attempt=attempt,
+            message=f"{result.outcome} at {result.sid}: {before} -> {after} (seq {result.seq})",
+        )
+        return {"update": result.model_dump(), "error": None, "events": [event]}
+
+
 def build_evolver_graph(
     model: BaseChatModel | str = "local",
     *,
@@ -516,10 +592,18 @@ def build_evolver_graph(
         return kind in _RETRYABLE and attempts <= cfg.max_retries
 
     def address(state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
+        return address_in(state, bank_from_runtime(runtime), runtime.context or {})
+
+    async def aaddress(state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
+        # The bank opens through its async API; decoding (local model, maybe bank reads) runs
+        # in a worker thread, off the event loop.
+        bank = await abank_from_runtime(runtime)
+        return await asyncio.to_thread(address_in, state, bank, runtime.context or {})
+
+    def address_in(state: EvolverState, bank: Bank, context: MemoryContext) -> EvolverState:
         query, trajectory, outcome = _check_input(state)
-        bank = bank_from_runtime(runtime)
         task = evolver_user_message(query, trajectory, outcome)
-        generator = generator_for(bank, (runtime.context or {}).get("addresser"))
+        generator = generator_for(bank, context.get("addresser"))
         candidates = generator.generate(task, k=cfg.beam)
         fresh: EvolverState = {
             "addresser": addresser_name(generator),
@@ -550,7 +634,21 @@ def build_evolver_graph(
         }
 
     def decide(state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
-        bank = bank_from_runtime(runtime)
+        ask = decision_request(state)
+        if isinstance(ask, dict):
+            return ask
+        spec = bank_from_runtime(runtime).spec
+        return decision_update(ask, ask.model.invoke(ask.prompt), spec)
+
+    async def adecide(state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
+        ask = decision_request(state)
+        if isinstance(ask, dict):
+            return ask
+        spec = (await abank_from_runtime(runtime)).spec
+        return decision_update(ask, await ask.model.ainvoke(ask.prompt), spec)
+
+    def decision_request(state: EvolverState) -> _Ask | EvolverState:
+        """What to ask the model for a decision, or the rejection when the lookup failed."""
         sid = str(state["sid"])
         attempt = state.get("attempts", 0) + 1
         messages = list(state.get("messages", []))
@@ -561,17 +659,21 @@ def build_evolver_graph(
             exc = _Rejected("lookup_failed", f"memory_lookup did not read {sid}: {said}")
             return {"attempts": attempt, **_rejection(exc, sid, attempt)}
         asked: list[AnyMessage] = [] if attempt > 1 else [HumanMessage(_instruction(sid, slot))]
-        decider = _decision_model(chat, sid, slot.exact, use_schema)
-        reply = decider.invoke([*messages, *asked])
+        model = _decision_model(chat, sid, slot.exact, use_schema)
+        return _Ask(sid, attempt, slot, asked, [*messages, *asked], model)
+
+    def decision_update(ask: _Ask, reply: Any, spec: SIDSpec) -> EvolverState:
+        """The state update for the model's reply: a checked decision or its rejection."""
         if not isinstance(reply, AIMessage):
             reply = AIMessage(content_text(getattr(reply, "content", reply)))
-        base: EvolverState = {"attempts": attempt, "retrieved": slot.hits}
+        sid, attempt = ask.sid, ask.attempt
+        base: EvolverState = {"attempts": attempt, "retrieved": ask.slot.hits}
         try:
-            decision, raw = _check_decision(reply, sid, slot, bank.spec)
+            decision, raw = _check_decision(reply, sid, ask.slot, spec)
         except _Rejected as exc:
             # The reply goes back as plain text: a dangling tool call would be refused by
             # providers that require a tool result after every call.
-            said = [*asked, AIMessage(exc.output if exc.output is not None else "")]
+            said = [*ask.asked, AIMessage(exc.output if exc.output is not None else "")]
             if will_retry(exc.kind, attempt):
                 said.append(HumanMessage(_feedback(exc, sid)))
             return {**base, "decision": None, "messages": said, **_rejection(exc, sid, attempt)}
@@ -579,53 +681,26 @@ def build_evolver_graph(
             **base,
             "decision": decision.model_dump(),
             "error": None,
-            "messages": [*asked, AIMessage(raw)],
+            "messages": [*ask.asked, AIMessage(raw)],
         }
 
     def apply(state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
         bank = bank_from_runtime(runtime)
-        decision = EvolverDecision.model_validate(state["decision"])
-        sid = decision.sid
-        slot = _read_slot(list(state.get("messages", [])), sid)
-        expected = slot.version if slot is not None and decision.op == "revise" else None
-        update = Update(
-            op=decision.op, sid=sid, payload=decision.payload, expected_version=expected
-        )
-        attempt = state.get("attempts")
-        gate = None
-        if cfg.gate is not None:
-            query, trajectory, outcome = _check_input(state)
-            stored = [slot.hits[0]["payload"]] if slot is not None and slot.exact else []
-            sources = (query, trajectory, outcome or "", *stored)
-            gate = WriteGate(sources=sources, config=cfg.gate, memory=_read_memory(state, slot))
+        write = _Write.of(state, cfg)
         try:
-            result = bank.apply(update, actor=cfg.actor, gate=gate)
+            result = bank.apply(write.update, actor=cfg.actor, gate=write.gate)
         except GenMemError as exc:
-            refused = _Rejected(
-                _bank_kind(exc), f"the bank refused the write: {exc}", op=decision.op
-            )
-            return _rejection(refused, sid, attempt)
-        if result.outcome == "rejected":
-            gated = _Rejected(
-                "gated",
-                f"the write gate refused the payload ({result.reason}: {result.detail}); "
-                f"logged as event {result.seq}, nothing stored",
-                output=decision.payload,
-                op=decision.op,
-                gate_reason=result.reason,
-            )
-            return {"update": None, **_rejection(gated, sid, attempt)}
-        before = "empty" if result.version_before is None else f"v{result.version_before}"
-        after = "empty" if result.version_after is None else f"v{result.version_after}"
-        event = _event(
-            "applied",
-            sid=result.sid,
-            op=result.op,
-            outcome=result.outcome,
-            attempt=attempt,
-            message=f"{result.outcome} at {result.sid}: {before} -> {after} (seq {result.seq})",
-        )
-        return {"update": result.model_dump(), "error": None, "events": [event]}
+            return write.refused(exc)
+        return write.done(result)
+
+    async def aapply(state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
+        bank = await abank_from_runtime(runtime)
+        write = _Write.of(state, cfg)
+        try:
+            result = await bank.aapply(write.update, actor=cfg.actor, gate=write.gate)
+        except GenMemError as exc:
+            return write.refused(exc)
+        return write.done(result)
 
     def after_address(state: EvolverState) -> str:
         return "lookup" if state.get("sid") else END
@@ -637,10 +712,10 @@ def build_evolver_graph(
         return "decide" if will_retry(error.get("kind", ""), state.get("attempts", 0)) else END
 
     g = StateGraph(EvolverState, context_schema=MemoryContext)
-    g.add_node("address", address)
+    g.add_node("address", sync_and_async(address, aaddress))
     g.add_node("lookup", ToolNode([create_memory_lookup_tool()]))
-    g.add_node("decide", decide)
-    g.add_node("apply", apply)
+    g.add_node("decide", sync_and_async(decide, adecide))
+    g.add_node("apply", sync_and_async(apply, aapply))
     g.add_edge(START, "address")
     g.add_conditional_edges("address", after_address, ["lookup", END])
     g.add_edge("lookup", "decide")

@@ -18,6 +18,7 @@ named per run in the context (``bank_url``, ``bank_id``) or comes from the graph
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, TypedDict
 
@@ -27,6 +28,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
 from genmem.graph._memory_nodes import MODES, Mode, check_mode, retrieval_update
+from genmem.graph._runtime import sync_and_async
 from genmem.graph.background import (
     BackgroundConfig,
     EvolveMode,
@@ -207,9 +209,21 @@ def build_genmem_graph(
             retriever.invoke({"query": state["query"]}, context=runtime.context)
         )
 
-    def execute(state: GenMemState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    async def aretrieve(state: GenMemState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+        out = await retriever.ainvoke({"query": state["query"]}, context=runtime.context)
+        return retrieval_update(out)
+
+    def planner_input(state: GenMemState) -> dict[str, Any]:
         support = state.get("support") if state.get("mode") != "no_memory" else None
-        out = planner.invoke({"query": state["query"], "support": support}, context=runtime.context)
+        return {"query": state["query"], "support": support}
+
+    def execute(state: GenMemState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+        return executed(planner.invoke(planner_input(state), context=runtime.context))
+
+    async def aexecute(state: GenMemState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+        return executed(await planner.ainvoke(planner_input(state), context=runtime.context))
+
+    def executed(out: dict[str, Any]) -> dict[str, Any]:
         event = {
             "node": "stackplanner",
             "kind": out.get("status"),
@@ -232,15 +246,24 @@ def build_genmem_graph(
             outcome = observer(state.get("answer"))
         return {"score": score, "outcome": outcome}
 
-    def run_evolver(state: GenMemState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
-        inputs = {
+    def evolver_input(state: GenMemState) -> dict[str, Any]:
+        return {
             "query": state["query"],
             "trajectory": state["trajectory"],
             "outcome": state.get("outcome"),
         }
+
+    def run_evolver(state: GenMemState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         if queue is not None:
-            return queue_update(queue, inputs, runtime)
-        out = evolver.invoke(inputs, context=runtime.context)
+            return queue_update(queue, evolver_input(state), runtime)
+        return evolved(evolver.invoke(evolver_input(state), context=runtime.context))
+
+    async def arun_evolver(state: GenMemState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+        if queue is not None:
+            return await asyncio.to_thread(queue_update, queue, evolver_input(state), runtime)
+        return evolved(await evolver.ainvoke(evolver_input(state), context=runtime.context))
+
+    def evolved(out: dict[str, Any]) -> dict[str, Any]:
         return {
             "update_sid": out.get("sid"),
             "update_addresser": out.get("addresser"),
@@ -263,10 +286,11 @@ def build_genmem_graph(
         output_schema=GenMemOutput,
     )
     g.add_node("start", start)
-    g.add_node("retrieve", retrieve)
-    g.add_node("execute", execute)
+    # Under ainvoke/astream the memory nodes await the subgraphs' async paths.
+    g.add_node("retrieve", sync_and_async(retrieve, aretrieve))
+    g.add_node("execute", sync_and_async(execute, aexecute))
     g.add_node("assess", assess)
-    g.add_node("evolve", run_evolver)
+    g.add_node("evolve", sync_and_async(run_evolver, arun_evolver))
     g.add_edge(START, "start")
     g.add_conditional_edges("start", after_start, ["retrieve", "execute"])
     g.add_edge("retrieve", "execute")

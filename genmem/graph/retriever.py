@@ -16,25 +16,38 @@
   refuses (an echo of the tool's markup, a number, a loop) is replaced by the entry the lookup
   returned first, and ``support_source`` says which the planner got.
 
+Under ``ainvoke``/``astream`` the nodes take their async path: the bank is read through its async
+API (the lookup tool's coroutine), the rewrite is the chat model's ``ainvoke``, and the SID
+decoding runs in a worker thread, so an async app's event loop never waits on memory.
+
 The SID decision is not preceded by free-text thinking: the constrained decoder reads the task
 directly, which is what makes the address valid by construction.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypedDict
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 
 from genmem.graph._addressing import BankGenerators, GeneratorFactory
-from genmem.graph._runtime import bank_from_runtime
+from genmem.graph._runtime import abank_from_runtime, bank_from_runtime, sync_and_async
+from genmem.memory.bank import Bank
 from genmem.memory.gate import check_payload
 from genmem.policies.addressing import Addresser, addresser_name, check_addresser
 from genmem.policies.backends import load_chat_model
@@ -139,6 +152,26 @@ def checked_support(rewrite: str, query: str, retrieved: list[dict[str, Any]]) -
     }
 
 
+def _retrieved(state: RetrieverState) -> list[dict[str, Any]]:
+    """The hits every ``memory_lookup`` answer in the conversation returned."""
+    retrieved: list[dict[str, Any]] = []
+    for msg in state.get("messages", []):
+        if isinstance(msg, ToolMessage):
+            for result in msg.artifact or []:
+                data = result.model_dump() if hasattr(result, "model_dump") else result
+                retrieved += list(data.get("hits", []))
+    return retrieved
+
+
+def _support(
+    state: RetrieverState, reply: BaseMessage, retrieved: list[dict[str, Any]]
+) -> RetrieverState:
+    """The state update from the model's rewrite of what was retrieved."""
+    query = state.get("query") or ""
+    checked = checked_support(extract_answer(str(reply.content)), query, retrieved)
+    return {"messages": [reply], "retrieved": retrieved, **checked}  # type: ignore[typeddict-item]
+
+
 def build_retriever_graph(
     model: BaseChatModel | str = "local",
     *,
@@ -151,12 +184,20 @@ def build_retriever_graph(
     generator_for = BankGenerators(chat, sid_generator, cfg, role="MemRetriever")
 
     def address(state: RetrieverState, runtime: Runtime[MemoryContext]) -> RetrieverState:
+        return address_in(state, bank_from_runtime(runtime), runtime.context or {})
+
+    async def aaddress(state: RetrieverState, runtime: Runtime[MemoryContext]) -> RetrieverState:
+        # The bank opens through its async API; decoding and reranking (local model and bank
+        # reads) run in a worker thread, off the event loop.
+        bank = await abank_from_runtime(runtime)
+        return await asyncio.to_thread(address_in, state, bank, runtime.context or {})
+
+    def address_in(state: RetrieverState, bank: Bank, context: MemoryContext) -> RetrieverState:
         query = state.get("query") or ""
         if not query.strip():
             raise ValueError("MemRetriever needs a non-empty 'query' in its input")
-        bank = bank_from_runtime(runtime)
         task = retriever_user_message(query)
-        generator = generator_for(bank, (runtime.context or {}).get("addresser"))
+        generator = generator_for(bank, context.get("addresser"))
         candidates = generator.generate(task, k=cfg.beam)
         chosen = candidates[0].sid if candidates else None
         order = [c.sid for c in candidates]
@@ -181,28 +222,25 @@ def build_retriever_graph(
         }
 
     def rewrite(state: RetrieverState) -> RetrieverState:
-        tool_msgs = [m for m in state.get("messages", []) if isinstance(m, ToolMessage)]
-        retrieved: list[dict[str, Any]] = []
-        for msg in tool_msgs:
-            for result in msg.artifact or []:
-                data = result.model_dump() if hasattr(result, "model_dump") else result
-                retrieved += list(data.get("hits", []))
+        retrieved = _retrieved(state)
         if not retrieved:
             return {"retrieved": [], "support": NO_MEMORY_ANSWER, "support_source": "none"}
-        reply = chat.invoke(state["messages"])
-        update = {"messages": [reply], "retrieved": retrieved}
-        return update | checked_support(
-            extract_answer(str(reply.content)), state.get("query") or "", retrieved
-        )
+        return _support(state, chat.invoke(state["messages"]), retrieved)
+
+    async def arewrite(state: RetrieverState) -> RetrieverState:
+        retrieved = _retrieved(state)
+        if not retrieved:
+            return {"retrieved": [], "support": NO_MEMORY_ANSWER, "support_source": "none"}
+        return _support(state, await chat.ainvoke(state["messages"]), retrieved)
 
     def route(state: RetrieverState) -> str:
         return "lookup" if state.get("sid") else "rewrite"
 
     g = StateGraph(RetrieverState, context_schema=MemoryContext)
-    g.add_node("address", address)
+    g.add_node("address", sync_and_async(address, aaddress))
     max_sids = max(DEFAULT_MAX_SIDS, cfg.beam)  # a lookup of every candidate takes the beam
     g.add_node("lookup", ToolNode([create_memory_lookup_tool(max_sids=max_sids)]))
-    g.add_node("rewrite", rewrite)
+    g.add_node("rewrite", sync_and_async(rewrite, arewrite))
     g.add_edge(START, "address")
     g.add_conditional_edges("address", route, ["lookup", "rewrite"])
     g.add_edge("lookup", "rewrite")

@@ -2,12 +2,15 @@
 
 The model sees one argument, ``sid_list``. The bank and ``k`` are injected: fixed when the tool
 is created, or resolved per call from the graph (run context, run config, or the LangGraph store
-the graph runs with). Bad arguments from a model come back as the tool's result, worded as what
-to retry; the tool never raises into the graph for them and never writes.
+the graph runs with). The tool has an async path (``ainvoke``, LangGraph's ``ToolNode`` under
+``ainvoke``/``astream``) that reads through the bank's async API. Bad arguments from a model
+come back as the tool's result, worded as what to retry; the tool never raises into the graph
+for them and never writes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 from collections import OrderedDict
@@ -27,6 +30,7 @@ __all__ = [
     "DEFAULT_MAX_SIDS",
     "MAX_RESOLVED_BANKS",
     "MemoryLookupInput",
+    "aresolve_bank",
     "close_resolved_banks",
     "create_memory_lookup_tool",
     "format_lookup_results",
@@ -153,6 +157,26 @@ def resolve_bank(runtime: ToolRuntime | None, default_bank_id: str = "default") 
     Raises:
         GenMemError: no bank is configured anywhere (a setup fault, not the model's).
     """
+    found = _locate(runtime, default_bank_id)
+    if isinstance(found, Bank):
+        return found
+    if isinstance(found, str):
+        return _opened(found)
+    return found[0].bank(found[1])
+
+
+async def aresolve_bank(runtime: ToolRuntime | None, default_bank_id: str = "default") -> Bank:
+    """:func:`resolve_bank` for async code: a URL opens in a worker thread, a store is awaited."""
+    found = _locate(runtime, default_bank_id)
+    if isinstance(found, Bank):
+        return found
+    if isinstance(found, str):
+        return await asyncio.to_thread(_opened, found)
+    return await found[0].abank(found[1])
+
+
+def _locate(runtime: ToolRuntime | None, default_bank_id: str) -> Bank | str | tuple[Any, str]:
+    """Where a call's bank is: a Bank, a URL, or a LangGraph store adapter and a bank id."""
     context = _get(runtime, "context")
     bank = _get(context, "bank")
     if isinstance(bank, Bank):
@@ -162,13 +186,13 @@ def resolve_bank(runtime: ToolRuntime | None, default_bank_id: str = "default") 
         bank if isinstance(bank, str) else configurable.get("bank_url") or _get(context, "bank_url")
     )
     if url:
-        return _opened(url)
+        return str(url)
     store = _get(runtime, "store")
     if store is not None:
         from genmem.memory.langgraph_store import LangGraphBankStore
 
         bank_id = configurable.get("bank_id") or _get(context, "bank_id") or default_bank_id
-        return LangGraphBankStore(store).bank(bank_id)
+        return LangGraphBankStore(store), str(bank_id)
     raise GenMemError(
         "memory_lookup has no bank: create it with create_memory_lookup_tool(bank), or run the "
         "graph with context bank=<Bank> / config configurable.bank_url=<URL> / a LangGraph store"
@@ -200,34 +224,31 @@ def create_memory_lookup_tool(
         sid_list: list[str] | str, runtime: ToolRuntime
     ) -> tuple[str, list[dict[str, Any]]]:
         target = bank if bank is not None else resolve_bank(runtime, bank_id)
-        form = target.spec.form
-        sids = _split_sids(sid_list)
-        if not sids:
-            return (
-                f'Error: sid_list is empty. Retry with at least one SID, e.g. ["{form}"].',
-                [],
-            )
-        if len(sids) > max_sids:
-            return (
-                f"Error: {len(sids)} SIDs given; at most {max_sids} per call. Retry with the "
-                f"{max_sids} most promising.",
-                [],
-            )
-        configurable = (_get(runtime, "config") or {}).get("configurable", {}) or {}
-        run_k = _get(_get(runtime, "context"), "memory_k") or configurable.get("memory_k") or k
+        sids = _checked_sids(sid_list, target, max_sids)
+        if isinstance(sids, str):
+            return sids, []
         try:
-            results = target.lookup(sids, k=int(run_k))
+            results = target.lookup(sids, k=_run_k(runtime, k))
         except InvalidSID as exc:
-            return (
-                f"Error: {exc}. Nothing was read. Retry memory_lookup with every SID written "
-                f"exactly as {form}.",
-                [],
-            )
-        text = format_lookup_results(results, target.spec.levels)
-        return text, [r.model_dump() for r in results]
+            return _retry_sids(exc, target), []
+        return format_lookup_results(results, target.spec.levels), [r.model_dump() for r in results]
+
+    async def amemory_lookup(
+        sid_list: list[str] | str, runtime: ToolRuntime
+    ) -> tuple[str, list[dict[str, Any]]]:
+        target = bank if bank is not None else await aresolve_bank(runtime, bank_id)
+        sids = _checked_sids(sid_list, target, max_sids)
+        if isinstance(sids, str):
+            return sids, []
+        try:
+            results = await target.alookup(sids, k=_run_k(runtime, k))
+        except InvalidSID as exc:
+            return _retry_sids(exc, target), []
+        return format_lookup_results(results, target.spec.levels), [r.model_dump() for r in results]
 
     return StructuredTool.from_function(
         func=memory_lookup,
+        coroutine=amemory_lookup,
         name=name,
         description=(
             "Read experience memory. Give one or more Symbolic Identifiers (SIDs); for each, "
@@ -236,4 +257,32 @@ def create_memory_lookup_tool(
         ),
         args_schema=MemoryLookupInput,
         response_format="content_and_artifact",
+    )
+
+
+def _checked_sids(sid_list: list[str] | str, bank: Bank, max_sids: int) -> list[str] | str:
+    """The SIDs a call asks for, or what the model should retry (as the tool's answer)."""
+    form = bank.spec.form
+    sids = _split_sids(sid_list)
+    if not sids:
+        return f'Error: sid_list is empty. Retry with at least one SID, e.g. ["{form}"].'
+    if len(sids) > max_sids:
+        return (
+            f"Error: {len(sids)} SIDs given; at most {max_sids} per call. Retry with the "
+            f"{max_sids} most promising."
+        )
+    return sids
+
+
+def _run_k(runtime: ToolRuntime | None, k: int) -> int:
+    """Entries per SID for this run: context or config ``memory_k``, else the tool's ``k``."""
+    configurable = (_get(runtime, "config") or {}).get("configurable", {}) or {}
+    return int(_get(_get(runtime, "context"), "memory_k") or configurable.get("memory_k") or k)
+
+
+def _retry_sids(exc: InvalidSID, bank: Bank) -> str:
+    """The tool's answer to a malformed SID: nothing read, how to write one."""
+    return (
+        f"Error: {exc}. Nothing was read. Retry memory_lookup with every SID written "
+        f"exactly as {bank.spec.form}."
     )
