@@ -37,6 +37,8 @@ Q = "Pens cost $2 each. How much do 3 pens cost?"
 PAYLOAD = "Find the price of one item first."
 REVISED = "One item's price, times the count of items."
 ROOT = Path(__file__).resolve().parents[2]
+MAX_NEW_TOKENS = 8
+"""Reply cap of the default model (its evolver decision, under a JSON schema, gets room anyway)."""
 
 
 class GatedFake(RecordingFake):
@@ -331,3 +333,47 @@ def test_bad_settings() -> None:
         BackgroundConfig(max_workers=0)
     with pytest.raises(ValueError, match="delay_s=-1"):
         BackgroundConfig(delay_s=-1)
+
+
+@pytest.mark.slow
+def test_background_evolution_on_the_default_model(bank_url, tmp_path) -> None:
+    from langchain.agents.middleware import ModelCallLimitMiddleware
+
+    from genmem.graph.evolver import EvolverConfig
+    from genmem.graph.retriever import RetrieverConfig
+    from genmem.policies.backends import load_chat_model
+
+    chat = load_chat_model("local", max_new_tokens=MAX_NEW_TOKENS)
+    agent = create_agent(chat, middleware=[ModelCallLimitMiddleware(run_limit=1)])
+    graph = add_memory(
+        agent,
+        model=chat,
+        retriever_config=RetrieverConfig(allowed="occupied"),
+        evolver_config=EvolverConfig(allowed="occupied", max_retries=0),
+        evolve="background",
+        background=BackgroundConfig(delay_s=3600, journal=tmp_path / "jobs.sqlite"),
+    )
+    app, evolver = graph.compile(), background_of(graph)
+    before = open_bank(bank_url).stats().events
+    t0 = time.monotonic()
+    out = app.invoke({"messages": [HumanMessage(Q)]}, context={"bank_url": bank_url})
+    answered = time.monotonic() - t0
+    # The run answered without MemEvolver: its update waits in the queue, the bank is as it was.
+    assert out["trajectory"] is not None and out["update"] is None and out["evolve_error"] is None
+    assert evolver.job(out["evolve_job"]).status == "pending"
+    assert open_bank(bank_url).stats().events == before
+    t1 = time.monotonic()
+    [job] = evolver.flush(timeout=300)
+    wrote = time.monotonic() - t1
+    print(f"\nanswered in {answered:.1f} s; the background update took {wrote:.1f} s")
+    evolver.shutdown()
+    # The write went through the gate: stored (applied), or refused with the refusal logged.
+    bank = open_bank(bank_url)
+    assert bank.stats().events == before + 1
+    last = bank.events()[-1]
+    assert last.actor == "mem_evolver" and last.sid == str(A)
+    if job.status == "applied":
+        assert job.update["seq"] == last.seq and last.outcome != "rejected"
+    else:
+        assert job.status == "rejected" and job.error["kind"] == "gated", job.error
+        assert (last.outcome, last.reason) == ("rejected", job.error["gate_reason"])
