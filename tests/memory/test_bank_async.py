@@ -252,20 +252,26 @@ def test_async_write_waits_for_a_thread_writer_without_blocking_the_loop() -> No
     assert seconds >= 0.25 and ticks >= 10, f"{ticks} ticks in {seconds:.2f} s"
 
 
-class _ServerLikeStore(AsyncBatchedBaseStore):
-    """The shape of the LangGraph server's store: async, refusing sync calls on its own loop."""
+class ServerLikeStore(AsyncBatchedBaseStore):
+    """Shaped like the LangGraph server's store: async, bound to the loop it was made on (make it
+    inside a coroutine). A sync call on that loop raises; one from a worker thread is forwarded
+    to the loop. ``delay_s``: each batch takes that long, as across a network."""
 
-    def __init__(self) -> None:
+    def __init__(self, inner: InMemoryStore | None = None, delay_s: float = 0.0) -> None:
         super().__init__()
-        self._inner = InMemoryStore()
+        self.inner = InMemoryStore() if inner is None else inner
+        self.delay_s = delay_s
+        self.calls = 0
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        return await self._inner.abatch(ops)
+        self.calls += 1
+        await asyncio.sleep(self.delay_s)
+        return self.inner.batch(ops)
 
 
 def test_a_store_that_refuses_sync_calls_on_its_loop_serves_the_async_api() -> None:
     async def scenario() -> None:
-        raw = _ServerLikeStore()
+        raw = ServerLikeStore()
         with pytest.raises(asyncio.InvalidStateError):
             LangGraphBankStore(raw).get_info("b")  # what a sync call on the loop meets
         store = LangGraphBankStore(raw)
