@@ -15,6 +15,8 @@ Both write through the same path as MemEvolver: ``Bank.apply`` with the write ga
 the entries read. A fused entry that is the two sources put together is refused as ``copied``
 (a ``rejected`` event in the bank's log), as is anything else the gate refuses; the entries
 read, with their versions, are the written version's provenance (``metadata["composed"]``).
+A composition never deletes: an empty reply, which as a revision would be a deletion (never
+gated), is refused as ``empty``.
 Bad SIDs, empty slots, a read-only bank, a judge with no usable score: the state's ``error``
 says which (``kind``, ``message``), the model is not called when the input is wrong, and
 nothing is written. The graphs never raise for them.
@@ -187,8 +189,11 @@ def _write(
     provenance = {"composed": {"by": how, "from": [{k: r[k] for k in ("sid", "version")}
                                                    for r in read]}}  # fmt: skip
     op = "insert" if expected is None else "revise"
-    update = Update(op=op, sid=sid, payload=payload, expected_version=expected)
     try:
+        if not payload.strip():  # an empty revision is a deletion, which the gate never sees
+            result = bank.refuse(sid, op, gate.check(payload), actor=cfg.actor)
+            return {"update": result.model_dump(mode="json"), "error": None}
+        update = Update(op=op, sid=sid, payload=payload, expected_version=expected)
         result = bank.apply(update, actor=cfg.actor, gate=gate, metadata=provenance)
     except GenMemError as exc:
         return _error("bank", f"the bank refused the write: {exc}")

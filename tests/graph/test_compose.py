@@ -183,3 +183,20 @@ def test_only_a_short_reply_that_is_a_score_counts() -> None:
     # what the 135M judge wrote on the QA bank: a copy of an entry ("1 relation", "1. Start")
     copied = "<experience>\nQuestion form: Where did the director of film A die?\nKind: chain (1"
     assert [_score(r) for r in (copied, "", "none", "11", "4 or 5", "about 12/10")] == [None] * 6
+
+
+@pytest.mark.parametrize("reply", ["", "  \n", "<answer> </answer>"])
+def test_an_empty_reply_deletes_nothing_it_is_refused(bank_url, reply: str) -> None:
+    """Found by fuzzing (tests/fuzz_targets.py): an empty fused or rebuilt entry was a revision
+    with an empty payload, that is a deletion, which the gate never sees."""
+    before = [(e.sid, e.version, e.payload) for e in open_bank(bank_url).entries()]
+    out = _fuse(bank_url, Scripted(replies={"fuse": reply}), A, [str(A), str(B)])
+    assert (out["update"]["outcome"], out["update"]["reason"]) == ("rejected", "empty")
+    app = build_decompose_graph(Scripted(replies={"judge": "7", "rebuild": reply})).compile()
+    bank = open_bank(bank_url)
+    bank.insert(C, FUSED)
+    out = app.invoke({"sid": str(C)}, context={"bank_url": bank_url})
+    assert (out["update"]["outcome"], out["update"]["reason"]) == ("rejected", "empty")
+    after = [(e.sid, e.version, e.payload) for e in open_bank(bank_url).entries()]
+    assert after == sorted([*before, (str(C), 1, FUSED)])
+    assert [e.outcome for e in bank.events()][-3:] == ["rejected", "inserted", "rejected"]
