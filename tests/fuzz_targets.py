@@ -452,6 +452,170 @@ def _check_replies(replies: list[str], folder: Path) -> str:
     return ACCEPTED if written or out.get("answer") else REFUSED
 
 
+# --- model replies to fusion and decomposition (genmem sid fuse / decompose) -----------------
+
+_EGGS = "Problem type: daily sales. Count the eggs left after the household uses some, then sell."
+_MILK = "Problem type: daily sales. Subtract the litres the family drinks, then price the rest."
+_FARE = "Problem type: trip cost. Add the fares of each leg, then multiply by the travellers."
+_TARGET = (
+    "Problem type: daily sales with costs. Take what is used at home, sell the rest, pay feed."
+)
+_FUSED = (
+    "Problem type: daily sales of a farm product.\nEvidence needed: the daily amount, what is "
+    "used at home, the unit price.\nProcedure: 1. Take what is used from the daily amount. "
+    "2. Multiply the rest by the price."
+)
+_REBUILT = (
+    "Problem type: daily sales with costs.\nProcedure: 1. Subtract what the household uses from "
+    "the daily amount. 2. Multiply the rest by the unit price. 3. Take away the feed cost."
+)
+# A, B, D share prefixes with the target T (decomposition's neighbours); C and FAR are empty.
+_A, _B, _D = (
+    "<SID_L1_3><SID_L2_0><SID_L3_7><SID_L4_1>",
+    "<SID_L1_3><SID_L2_0><SID_L3_7><SID_L4_2>",
+    ("<SID_L1_3><SID_L2_0><SID_L3_5><SID_L4_0>"),
+)
+_T, _C, _FAR = (
+    "<SID_L1_3><SID_L2_0><SID_L3_7><SID_L4_0>",
+    "<SID_L1_3><SID_L2_0><SID_L3_6><SID_L4_0>",
+    ("<SID_L1_9><SID_L2_1><SID_L3_1><SID_L4_1>"),
+)
+_ENTRIES = {_A: _EGGS, _B: _MILK, _D: _FARE, _T: _TARGET}
+
+
+def _compose_replies() -> st.SearchStrategy[str]:
+    """What a chat model may say when asked to fuse, judge a pair or rebuild an entry."""
+    score = st.one_of(
+        st.integers(-3, 14).map(str),
+        st.sampled_from(["Score: 7", "7/10", "8 out of 10", "seven", "10/10", "3 or 4", ""]),
+    )
+    other_roles = st.sampled_from([
+        json.dumps({"analysis": "a", "op": "revise", "sid": _A, "payload": _FUSED}),
+        json.dumps({"thought": "t", "action": {"action": "finish", "answer": "6"}}),
+        json.dumps({"experiences": [{"problem_type": "sales", "procedure": "sell"}]}),
+        f"<SID_L1_3><SID_L2_0>{_C}",
+    ])  # fmt: skip
+    valid = st.sampled_from([_FUSED, _REBUILT])
+    return st.one_of(
+        st.text(max_size=200),
+        st.text(alphabet=st.characters(max_codepoint=0x1F), max_size=20),  # control characters
+        st.just("x" * 20_000),  # a huge reply
+        st.builds(lambda n: "word " * n, st.integers(0, 3_000)),
+        score,
+        other_roles,
+        other_roles.map(lambda t: t[: len(t) // 2]),  # cut off mid-JSON
+        _json_values().map(json.dumps),
+        valid,
+        valid.map(lambda t: f"<answer>{t}</answer>"),
+        valid.map(lambda t: f'<experience name="C">\n{t}\n</experience>'),
+        valid.map(lambda t: t[: len(t) // 2]),  # cut off mid-entry
+        st.just(f"{_EGGS}\n{_MILK}"),  # the two sources put together
+        st.just(_TARGET),  # the entry as it was
+        st.builds(lambda t, junk: t + junk, valid, st.text(max_size=40)),
+    )  # fmt: skip
+
+
+def _compose_bank(folder: Path) -> tuple[Path, str]:
+    from genmem.memory.sqlite_store import SQLiteBankStore
+
+    directory = Path(tempfile.mkdtemp(dir=folder))
+    bank = SQLiteBankStore(directory / "bank.db").create_bank(
+        "b", spec=DEFAULT_SPEC, codebook_hash="0" * 64
+    )
+    for sid, text in _ENTRIES.items():
+        bank.insert(sid, text)
+    return directory, f"sqlite:///{directory}/bank.db?bank=b"
+
+
+def _live(bank: Any) -> dict[str, tuple[int, str]]:
+    return {str(e.sid): (e.version, e.payload) for e in bank.entries()}
+
+
+def _check_composed(out: dict[str, Any], url: str, read: list[str]) -> str:
+    """A composition's run ended with a typed error or a bank result, and the bank changed only
+    by a write that the gate, run again here on what the graph read, passes."""
+    from genmem.graph.compose import COMPOSE_GATE
+    from genmem.memory.gate import WriteGate
+    from genmem.memory.location import open_bank
+
+    error, update = out.get("error"), out.get("update")
+    kinds = {"invalid_sid", "empty_slot", "read_only", "no_pair", "judge", "bank"}
+    assert (error is None) != (update is None), out  # one or the other, never both or neither
+    assert error is None or (error["kind"] in kinds and error["message"]), error
+    bank = open_bank(url)
+    assert bank.check(raise_on_error=False) == []
+    now = _live(bank)
+    changed = {sid for sid in {*now, *_ENTRIES} if now.get(sid, (1, None))[1] != _ENTRIES.get(sid)}
+    written = update is not None and update["outcome"] in ("inserted", "revised")
+    if not written:
+        assert not changed, (out, changed)  # a refusal, an error or a retention changes nothing
+        return REFUSED
+    assert changed == {update["sid"]} and now[update["sid"]][0] == update["version_after"]
+    payload = now[update["sid"]][1]
+    assert payload == out["payload"]  # what the model wrote, unwrapped, and nothing else
+    sources = tuple(_ENTRIES[s] for s in read)
+    others = tuple(_ENTRIES[s] for s in read if s != update["sid"])
+    verdict = WriteGate(sources=sources, config=COMPOSE_GATE, memory=others).check(payload)
+    assert verdict.action != "reject", (payload, verdict)
+    return ACCEPTED
+
+
+def _check_fusion(case: tuple[str, str, list[str]], folder: Path) -> str:
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from genmem.graph.compose import build_fuse_graph
+    from genmem.memory.gate import check_join
+    from tests.graph.test_retriever import FixedGenerator
+
+    reply, at, sids = case
+    directory, url = _compose_bank(folder)
+    graph = build_fuse_graph(
+        FakeListChatModel(responses=[reply]), sid_generator=FixedGenerator([DEFAULT_SPEC.parse(at)])
+    ).compile()
+    out = graph.invoke({"sids": sids}, context={"bank_url": url})
+    result = _check_composed(out, url, [_A, _B])
+    if result == ACCEPTED:  # a fusion is no join of its two sources
+        assert check_join(out["payload"], [_EGGS, _MILK], 0.85).action != "reject"
+    shutil.rmtree(directory, ignore_errors=True)
+    return result
+
+
+def _fusion_cases() -> st.SearchStrategy[tuple[str, str, list[str]]]:
+    sids = st.one_of(
+        st.just([_A, _B]),
+        st.just([_A, _B]),
+        st.just([_A, _B]),
+        st.lists(st.one_of(st.sampled_from([_A, _B, _C, _FAR]), _sid_like()), max_size=3),
+    )
+    return st.tuples(_compose_replies(), st.sampled_from([_C, _FAR, _A, _T]), sids)
+
+
+def _check_decomposition(case: tuple[list[str], str], folder: Path) -> str:
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from genmem.graph.compose import build_decompose_graph
+
+    replies, target = case
+    directory, url = _compose_bank(folder)
+    graph = build_decompose_graph(FakeListChatModel(responses=replies)).compile()
+    out = graph.invoke({"sid": target}, context={"bank_url": url})
+    read = [out["sid"], *out["chosen"]] if out.get("update") else []
+    result = _check_composed(out, url, read)
+    if result == ACCEPTED:  # the target is rewritten in place, nothing else
+        assert out["update"]["sid"] == out["sid"] and out["update"]["op"] == "revise"
+    shutil.rmtree(directory, ignore_errors=True)
+    return result
+
+
+def _decomposition_cases() -> st.SearchStrategy[tuple[list[str], str]]:
+    """The judge's three replies (one per pair of the target's neighbours), then the rebuild's;
+    sometimes a target that is no entry."""
+    target = st.one_of(
+        st.just(_T), st.just(_T), st.just(_T), st.sampled_from([_C, _A]), _sid_like()
+    )
+    return st.tuples(st.lists(_compose_replies(), min_size=1, max_size=5), target)
+
+
 TARGETS: dict[str, Target] = {
     t.name: t
     for t in (
@@ -466,6 +630,8 @@ TARGETS: dict[str, Target] = {
         Target("policy_record", _policy_records, _check_policy),
         Target("update", _updates, _check_update),
         Target("model_replies", _replies_to_roles, _check_replies),
+        Target("fusion_replies", _fusion_cases, _check_fusion),
+        Target("decomposition_replies", _decomposition_cases, _check_decomposition),
     )
 }
 

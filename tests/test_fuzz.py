@@ -11,7 +11,14 @@ import pytest
 
 from tests.fuzz_targets import TARGETS, fuzz
 
-EXAMPLES = {"task_file": 150, "codebook_dir": 150, "memory_lookup_args": 150, "model_replies": 60}
+EXAMPLES = {
+    "task_file": 150,
+    "codebook_dir": 150,
+    "memory_lookup_args": 150,
+    "model_replies": 60,
+    "fusion_replies": 60,
+    "decomposition_replies": 60,
+}
 """Targets that write files or run a graph node per example get fewer in CI."""
 
 
