@@ -1,5 +1,5 @@
-"""LangGraph graphs: bank lookup, MemRetriever, StackPlanner, MemEvolver, the closed loop,
-and the helpers that add the memory to any other agent."""
+"""LangGraph graphs: bank lookup and update, MemRetriever, StackPlanner, MemEvolver, the closed
+loop, and the helpers that add the memory to any other agent."""
 
 from genmem.graph.background import (
     BackgroundConfig,
@@ -8,6 +8,7 @@ from genmem.graph.background import (
     background_of,
 )
 from genmem.graph.bank_lookup import LookupContext, LookupState, build_lookup_graph
+from genmem.graph.bank_update import UpdateContext, UpdateState, build_update_graph
 from genmem.graph.embed import (
     MemoryAgentInput,
     MemoryAgentState,
@@ -44,6 +45,8 @@ __all__ = [
     "StepRecord",
     "SubAgent",
     "Trajectory",
+    "UpdateContext",
+    "UpdateState",
     "add_memory",
     "background_of",
     "build_evolver_graph",
@@ -51,6 +54,7 @@ __all__ = [
     "build_lookup_graph",
     "build_retriever_graph",
     "build_stackplanner_graph",
+    "build_update_graph",
     "memory_tools",
     "trajectory_from_messages",
 ]
