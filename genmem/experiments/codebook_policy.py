@@ -11,7 +11,8 @@ the ``sid`` method of an evaluation through the graph, and a ``none`` run, made 
 rows, is the baseline each row's score pairs with.
 
 Each piece is resumable: a finished alignment (``run.json`` says ``done``) is not trained
-again, and evaluations resume from their records.
+again (one of another step count is refused, never replaced), and evaluations resume from
+their records. An alignment stopped part-way starts again.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from genmem.errors import GenMemError
 from genmem.experiments.stats import DEFAULT_INTERVALS, IntervalSettings, PairedDiff
 
 __all__ = [
     "AlignedHits",
+    "AlignmentMismatch",
     "PolicySettings",
     "Rate",
     "TaskScores",
@@ -37,6 +40,10 @@ __all__ = [
     "rate",
     "score_tasks",
 ]
+
+
+class AlignmentMismatch(GenMemError, ValueError):
+    """An output folder holds a finished alignment of another step count (kept, not replaced)."""
 
 
 class Rate(BaseModel):
@@ -135,8 +142,14 @@ def align_and_score(
     from genmem.policies.baselines import TfidfRetriever
     from genmem.policies.rerank import RerankConfig, Reranker
 
+    done = _finished(out)  # checked before the bank opens: a mismatch changes nothing
+    if done is not None and done.get("steps") != settings.align_steps:
+        raise AlignmentMismatch(
+            f"{out} holds a finished alignment of {done.get('steps')} steps, not "
+            f"{settings.align_steps}: give that step count, or another --out"
+        )
     bank = open_bank(bank_url)
-    report = _aligned(bank, out, settings, progress)
+    report = done or _align(bank, out, settings, progress)
     pairs = load_pairs(out / "heldout_pairs.jsonl", spec=bank.spec)
     rerank = reranker_fn(Reranker(bank, RerankConfig()))
     policy_rank = _once(sid_ranker(_generator(out, bank)))  # one beam, scored twice
@@ -184,15 +197,12 @@ def _once(rank: Any) -> Any:
     return cached
 
 
-def _aligned(bank: Any, out: Path, settings: PolicySettings, progress: bool) -> dict[str, Any]:
-    """The alignment report in ``out``: the finished one, else a new run's."""
+def _align(bank: Any, out: Path, settings: PolicySettings, progress: bool) -> dict[str, Any]:
+    """Align a policy on ``bank`` into ``out``; its report."""
     from genmem.training.align import run_align
     from genmem.training.align_data import ADDRESSING, AlignDataConfig
     from genmem.training.config import load_preset
 
-    done = _finished(out)
-    if done is not None and done.get("steps") == settings.align_steps:
-        return done
     preset = load_preset(settings.preset)
     report = run_align(
         bank,
