@@ -48,6 +48,7 @@ from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 
 from genmem.graph._journal import EvolveJob, JobStatus, Journal
+from genmem.graph.background_server import ServerBackground, server_update
 
 __all__ = [
     "DEFAULT_JOURNAL",
@@ -57,6 +58,7 @@ __all__ = [
     "EvolveMode",
     "EvolveRun",
     "JobStatus",
+    "ServerBackground",
     "attach_background",
     "background_evolver",
     "background_of",
@@ -459,42 +461,49 @@ def _shutdown_at_exit(ref: weakref.ref[BackgroundEvolver]) -> None:
 _BY_GRAPH: weakref.WeakKeyDictionary[StateGraph, BackgroundEvolver] = weakref.WeakKeyDictionary()
 
 
-def attach_background(graph: StateGraph, evolver: BackgroundEvolver) -> None:
-    """Record ``evolver`` as the one ``graph``'s runs queue on (see :func:`background_of`)."""
-    _BY_GRAPH[graph] = evolver
+def attach_background(graph: StateGraph, queue: BackgroundEvolver | ServerBackground) -> None:
+    """Record a local ``queue`` as the one ``graph``'s runs use (see :func:`background_of`)."""
+    if isinstance(queue, BackgroundEvolver):
+        _BY_GRAPH[graph] = queue
 
 
 def background_of(graph: StateGraph | CompiledStateGraph) -> BackgroundEvolver:
     """The :class:`BackgroundEvolver` of a graph built with ``evolve="background"``.
 
     Raises:
-        ValueError: the graph writes inline (or was not built by GenMem).
+        ValueError: the graph writes inline, runs its updates on a server
+            (:class:`ServerBackground`: they are the server's runs), or was not built by GenMem.
     """
     builder = graph.builder if isinstance(graph, CompiledStateGraph) else graph
     found = _BY_GRAPH.get(builder)
     if found is None:
         raise ValueError(
-            "this graph has no background evolver: build it with evolve='background' "
-            "(add_memory or build_genmem_graph)"
+            "this graph has no local background evolver: build it with evolve='background' "
+            "(add_memory or build_genmem_graph) and a BackgroundConfig"
         )
     return found
 
 
 def background_evolver(
-    mode: EvolveMode, config: BackgroundConfig | None, evolver_graph: StateGraph
-) -> BackgroundEvolver | None:
-    """The worker for a graph's ``evolve`` option (None for ``inline``); checks the pair."""
+    mode: EvolveMode,
+    config: BackgroundConfig | ServerBackground | None,
+    evolver_graph: StateGraph,
+) -> BackgroundEvolver | ServerBackground | None:
+    """Where a graph's ``evolve`` node sends its update: a local worker, the server, or
+    nowhere (``inline``, None); checks that ``mode`` and ``config`` agree."""
     if mode not in ("inline", "background"):
         raise ValueError(f"evolve={mode!r}: use 'inline' or 'background'")
     if mode == "inline":
         if config is not None:
             raise ValueError("background=... configures evolve='background'; pass both or neither")
         return None
+    if isinstance(config, ServerBackground):
+        return config
     return BackgroundEvolver(evolver_run(evolver_graph), config)
 
 
 def queue_update(
-    evolver: BackgroundEvolver, inputs: dict[str, Any], runtime: Runtime[Any]
+    queue: BackgroundEvolver | ServerBackground, inputs: dict[str, Any], runtime: Runtime[Any]
 ) -> dict[str, Any]:
     """The ``evolve`` node's work in background mode: queue the update, return at once.
 
@@ -503,13 +512,12 @@ def queue_update(
     ``evolve_error`` (kind ``not_queued``) and logged; the answer is unaffected.
     """
     configurable = (get_config() or {}).get("configurable") or {}
-    thread_id = configurable.get("thread_id")
+    thread_id = None if configurable.get("thread_id") is None else str(configurable["thread_id"])
+    if isinstance(queue, ServerBackground):
+        return server_update(queue, inputs, runtime, thread_id)
     try:
-        job = evolver.submit(
-            inputs,
-            context=dict(runtime.context or {}),
-            store=runtime.store,
-            thread_id=None if thread_id is None else str(thread_id),
+        job = queue.submit(
+            inputs, context=dict(runtime.context or {}), store=runtime.store, thread_id=thread_id
         )
     except Exception as exc:
         logger.exception("the background evolve job was not queued")

@@ -49,6 +49,7 @@ from genmem.graph._memory_nodes import Mode, check_mode, retrieval_update
 from genmem.graph.background import (
     BackgroundConfig,
     EvolveMode,
+    ServerBackground,
     attach_background,
     background_evolver,
     queue_update,
@@ -208,7 +209,7 @@ def add_memory(
     mode_default: Mode = "evolve",
     query_key: str | None = None,
     evolve: EvolveMode = "inline",
-    background: BackgroundConfig | None = None,
+    background: BackgroundConfig | ServerBackground | None = None,
 ) -> StateGraph:
     """``agent`` between MemRetriever and MemEvolver, as an uncompiled graph.
 
@@ -227,7 +228,9 @@ def add_memory(
         evolve: ``inline`` (the run writes its update before it returns) or ``background``
             (the run returns after the agent; the update is queued on a worker:
             :mod:`genmem.graph.background`, reached with ``background_of(graph)``).
-        background: Delay, concurrency, supersede and journal of the background mode.
+        background: Delay, concurrency, supersede and journal of the background mode
+            (:class:`BackgroundConfig`), or :class:`ServerBackground` for a served graph
+            whose updates run as background runs on the LangGraph server.
 
     Returns:
         The graph; compile it (``langgraph dev`` compiles it with its own store and

@@ -32,6 +32,7 @@ from genmem.graph._runtime import sync_and_async
 from genmem.graph.background import (
     BackgroundConfig,
     EvolveMode,
+    ServerBackground,
     attach_background,
     background_evolver,
     queue_update,
@@ -57,6 +58,7 @@ __all__ = [
     "Mode",
     "Observer",
     "Scorer",
+    "background_graph",
     "build_genmem_graph",
     "graph",
 ]
@@ -143,7 +145,7 @@ def build_genmem_graph(
     scorer: Scorer | None = None,
     observer: Observer | None = None,
     evolve: EvolveMode = "inline",
-    background: BackgroundConfig | None = None,
+    background: BackgroundConfig | ServerBackground | None = None,
 ) -> StateGraph:
     """The uncompiled closed-loop graph; ``models`` sets a model per role (else ``model``).
 
@@ -151,7 +153,8 @@ def build_genmem_graph(
     evaluation); ``observer`` gives the environment's own verdict, the only outcome MemEvolver
     may see besides one passed in with the input. ``evolve="background"`` returns after
     ``assess`` and queues MemEvolver's update on a worker configured by ``background``
-    (:mod:`genmem.graph.background`; the worker is ``background_of(graph)``).
+    (:mod:`genmem.graph.background`; the worker is ``background_of(graph)``), or with
+    ``ServerBackground`` starts it as a background run on the LangGraph server.
     """
 
     def role(name: str) -> BaseChatModel | str:
@@ -304,3 +307,7 @@ def build_genmem_graph(
 
 graph = build_genmem_graph()
 """The closed loop on the embedded default model (loaded on first use), for ``langgraph dev``."""
+
+background_graph = build_genmem_graph(evolve="background", background=ServerBackground())
+"""The same loop answering without waiting for MemEvolver: served, it starts each update as a
+background run of ``mem_evolver_job`` on the server (``genmem_background`` in langgraph.json)."""

@@ -327,7 +327,7 @@ def test_bad_settings() -> None:
         add_memory(agent, model=memory, evolve="soon")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="pass both or neither"):
         add_memory(agent, model=memory, background=BackgroundConfig(journal=None))
-    with pytest.raises(ValueError, match="no background evolver"):
+    with pytest.raises(ValueError, match="no local background evolver"):
         background_of(add_memory(agent, model=memory).compile())
     with pytest.raises(ValueError, match="max_workers=0"):
         BackgroundConfig(max_workers=0)
@@ -377,3 +377,24 @@ def test_background_evolution_on_the_default_model(bank_url, tmp_path) -> None:
     else:
         assert job.status == "rejected" and job.error["kind"] == "gated", job.error
         assert (last.outcome, last.reason) == ("rejected", job.error["gate_reason"])
+
+
+def test_the_served_update_graph_starts_afresh_on_a_thread_of_many_updates(bank_url) -> None:
+    from genmem.graph.background_server import build_evolver_job_graph
+
+    memory = RecordingFake(
+        responses=[revise_reply(REVISED), revise_reply("Multiply price by count.")]
+    )
+    app = build_evolver_job_graph(memory, sid_generator=FixedGenerator([A])).compile(
+        checkpointer=InMemorySaver()
+    )
+    run = {"configurable": {"thread_id": "updates-of-t1"}}
+    ctx = {"bank_url": bank_url}
+    inputs = {"query": Q, "trajectory": "Question: 3 pens at $2.\nFinal answer: 6", "outcome": None}
+    one = app.invoke(inputs, run, context=ctx)
+    two = app.invoke(inputs, run, context=ctx)
+    assert one["update"]["version_after"] == 2 and two["update"]["version_after"] == 3
+    assert [e["kind"] for e in two["events"]] == ["applied"]  # this run's events only
+    # The second decision read the entry the first one wrote, and none of its messages.
+    assert REVISED in memory.prompts[1] and revise_reply(REVISED) not in memory.prompts[1]
+    assert open_bank(bank_url).get(A).payload == "Multiply price by count."

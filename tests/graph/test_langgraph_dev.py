@@ -43,6 +43,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration]
 REPO = Path(__file__).resolve().parents[2]
 SERVED = {
     "genmem",
+    "genmem_background",
+    "mem_evolver_job",
     "genmem_gsm8k",
     "stackplanner",
     "mem_retriever",
@@ -347,3 +349,62 @@ def test_closed_loop_run_reads_and_writes_the_named_bank(
         assert out["evolve_error"] is None and out["events"][-1]["kind"] == "applied"
         assert new.sid == out["update"]["sid"] == out["update_sid"]
         assert new.seq == out["update"]["seq"]
+
+
+def test_background_updates_start_as_server_runs(
+    client: SyncLangGraphClient, dev_server: DevServer, bank_url: str, problem: dict[str, str]
+) -> None:
+    """The SDK path of ``evolve="background"`` with ``ServerBackground``, against the server.
+
+    A graph built here (fake models: only its ``evolve`` node matters) starts its updates as
+    delayed runs of the served ``mem_evolver_job``; a newer run of the thread cancels the
+    pending one. An update the server cannot run is the server's failed run, and writes
+    nothing. No run here reaches a model: the test costs seconds, not the minutes a served
+    agent and a served MemEvolver take on the default model.
+    """
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from genmem.graph.background_server import (
+        ServerBackground,
+        evolver_thread_id,
+        start_server_update,
+    )
+    from genmem.graph.embed import add_memory
+    from tests.graph.test_embed import RETRIEVE, ToolCallingFake
+    from tests.graph.test_loop import RecordingFake
+    from tests.graph.test_retriever import FixedGenerator
+
+    before = len(_bank_events(bank_url))
+    sid = SID((0, 0, 0, 0))  # the first seed's slot
+    agent = create_agent(ToolCallingFake(responses=[AIMessage("6"), AIMessage("6")]), tools=[])
+    graph = add_memory(
+        agent,
+        model=RecordingFake(responses=[RETRIEVE, RETRIEVE]),
+        sid_generator=FixedGenerator([sid]),
+        evolve="background",
+        background=ServerBackground(url=dev_server.url, delay_s=3600),
+    )
+    app = graph.compile(checkpointer=InMemorySaver())
+    run = {"configurable": {"thread_id": "agent-thread-1"}}
+    ask = {"messages": [HumanMessage(problem["question"])]}
+    first = app.invoke(ask, run, context={"bank_url": bank_url})
+    second = app.invoke(ask, run, context={"bank_url": bank_url})
+    evolve_thread = evolver_thread_id("agent-thread-1")
+    for out in (first, second):
+        assert out["messages"][-1].content == "6" and out["update"] is None, out
+        assert out["evolve_error"] is None and out["events"][-1]["thread_id"] == evolve_thread
+    assert second["events"][-1]["superseded"] == [first["evolve_job"]]
+    assert client.runs.get(evolve_thread, first["evolve_job"])["status"] == "interrupted"
+    pending = client.runs.get(evolve_thread, second["evolve_job"])
+    assert pending["status"] == "pending" and pending["assistant_id"]
+    assert pending["metadata"]["agent_thread_id"] == "agent-thread-1"
+    client.runs.cancel(evolve_thread, second["evolve_job"], action="interrupt")
+
+    # An update the evolver refuses to start (no trajectory) fails on the server, on record.
+    cfg = ServerBackground(url=dev_server.url)
+    bad = start_server_update(cfg, {"query": problem["question"]}, context={"bank_url": bank_url})
+    client.runs.join(bad["thread_id"], bad["run_id"])
+    assert client.runs.get(bad["thread_id"], bad["run_id"])["status"] == "error"
+    assert len(_bank_events(bank_url)) == before
