@@ -137,19 +137,7 @@ class AsyncBankMethods:
             return await asyncio.to_thread(
                 self.apply, update, actor=actor, gate=gate, metadata=metadata
             )
-        update = check_update(update)
-        if update.op == "insert":
-            return await self.ainsert(
-                update.sid, update.payload, actor=actor, metadata=metadata, gate=gate
-            )
-        return await self.arevise(
-            update.sid,
-            update.payload,
-            expected_version=update.expected_version,
-            actor=actor,
-            metadata=metadata,
-            gate=gate,
-        )
+        return await self._arun_write(*self._apply_body(update, actor, metadata, gate))
 
     async def _arun_write(self: Bank, sid: SID, body: Callable[[SlotTx], T]) -> T:
         self._check_writable()

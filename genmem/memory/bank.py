@@ -329,18 +329,21 @@ class Bank(AsyncBankMethods):
         metadata: dict[str, Any] | None = None,
     ) -> ApplyResult:
         """Apply a validated ``(op, sid, payload)`` update, through ``gate`` when given."""
+        return self._run_write(*self._apply_body(update, actor, metadata, gate))
+
+    def _apply_body(
+        self,
+        update: Update | dict[str, Any],
+        actor: str,
+        metadata: dict[str, Any] | None,
+        gate: WriteGate | None,
+    ) -> tuple[SID, Callable[[SlotTx], ApplyResult]]:
+        """The checked target of an update record and the insert or revision to run there."""
         update = check_update(update)
         if update.op == "insert":
-            return self.insert(
-                update.sid, update.payload, actor=actor, metadata=metadata, gate=gate
-            )
-        return self.revise(
-            update.sid,
-            update.payload,
-            expected_version=update.expected_version,
-            actor=actor,
-            metadata=metadata,
-            gate=gate,
+            return self._insert_body(update.sid, update.payload, actor, metadata, gate)
+        return self._revise_body(
+            update.sid, update.payload, update.expected_version, actor, metadata, gate
         )
 
     def refuse(

@@ -26,7 +26,7 @@ from tests.conftest import TEST_HASH
 from tests.graph._banks import A, one_entry_bank, revise_reply
 from tests.graph.test_loop import EXECUTE, FINISH, RETRIEVE, Q
 from tests.graph.test_retriever import FixedGenerator
-from tests.memory.test_bank_async import ServerLikeStore
+from tests.memory.test_bank_async import ServerLikeStore, ticks_during
 
 OLD = "For rate problems, find the amount per unit first, then scale it."
 NEW = "Rate problems: compute the unit price, scale it, and check the units of the answer."
@@ -59,24 +59,6 @@ def _on_server_store(
     return asyncio.run(main())
 
 
-async def _with_heartbeat(work: Awaitable[T], period: float = 0.01) -> tuple[T, int]:
-    ticks = 0
-    done = asyncio.Event()
-
-    async def beat() -> None:
-        nonlocal ticks
-        while not done.is_set():
-            ticks += 1
-            await asyncio.sleep(period)
-
-    task = asyncio.create_task(beat())
-    try:
-        return await work, ticks
-    finally:
-        done.set()
-        await task
-
-
 async def _updates(app: Any, inputs: dict[str, Any]) -> list[dict[str, Any]]:
     stream = app.astream(inputs, context={"bank_id": "gsm"}, stream_mode="updates")
     return [chunk async for chunk in stream]
@@ -84,16 +66,12 @@ async def _updates(app: Any, inputs: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_bank_lookup_graph_awaits_the_store_and_leaves_the_loop_free() -> None:
     inner, _ = _store_bank()
-    t0 = time.monotonic()
-    (out, ticks), store = _on_server_store(
+    (out, ticks, seconds), store = _on_server_store(
         build_lookup_graph(),
         inner,
-        lambda app: _with_heartbeat(
-            app.ainvoke({"sid_list": [str(A)]}, context={"bank_id": "gsm"})
-        ),
+        lambda app: ticks_during(app.ainvoke({"sid_list": [str(A)]}, context={"bank_id": "gsm"})),
         delay_s=0.1,
     )
-    seconds = time.monotonic() - t0
     (result,) = out["results"]
     assert result["exact"] and result["hits"][0]["payload"] == OLD and out["error"] is None
     assert store.calls >= 2 and seconds >= 0.2

@@ -168,7 +168,7 @@ def test_async_and_thread_writers_lose_no_update(bank: Bank) -> None:
 # -- the event loop keeps running while a bank call waits -------------------------------------
 
 
-async def _ticks_during(work: Awaitable[T], period: float = 0.01) -> tuple[T, int, float]:
+async def ticks_during(work: Awaitable[T], period: float = 0.01) -> tuple[T, int, float]:
     """Await ``work`` beside a heartbeat coroutine; what it returned, the ticks, the seconds."""
     ticks = 0
     done = asyncio.Event()
@@ -198,7 +198,7 @@ def test_sqlite_write_waiting_on_a_lock_leaves_the_loop_running(tmp_path: Path) 
     release = threading.Timer(0.5, holder.rollback)
     release.start()
     try:
-        result, ticks, seconds = run(_ticks_during(bank.ainsert(A, LESSON)))
+        result, ticks, seconds = run(ticks_during(bank.ainsert(A, LESSON)))
     finally:
         release.join()
         holder.close()
@@ -222,7 +222,7 @@ def test_langgraph_store_lookup_awaits_the_store_without_a_thread() -> None:
     bank = store.create_bank("b", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
     bank.insert(A, LESSON)
     before = threading.active_count()
-    (result,), ticks, seconds = run(_ticks_during(bank.alookup([A])))
+    (result,), ticks, seconds = run(ticks_during(bank.alookup([A])))
     assert result.exact and result.hits[0].payload == LESSON
     assert seconds >= 0.2 and ticks >= 10, f"{ticks} ticks in {seconds:.2f} s"
     assert threading.active_count() == before  # abatch on the loop, no worker thread
@@ -244,7 +244,7 @@ def test_async_write_waits_for_a_thread_writer_without_blocking_the_loop() -> No
     async def scenario() -> Any:
         writer.start()
         await asyncio.sleep(0.05)  # the thread now holds the store inside its write
-        return await _ticks_during(bank.arevise(A, "Add only quantities in the same unit."))
+        return await ticks_during(bank.arevise(A, "Add only quantities in the same unit."))
 
     result, ticks, seconds = run(scenario())
     writer.join()
