@@ -5,6 +5,7 @@ from genmem.graph.background import (
     BackgroundConfig,
     BackgroundEvolver,
     EvolveJob,
+    ServerBackground,
     background_of,
 )
 from genmem.graph.bank_lookup import LookupContext, LookupState, build_lookup_graph
@@ -41,6 +42,7 @@ __all__ = [
     "MemoryContext",
     "RetrieverConfig",
     "RetrieverState",
+    "ServerBackground",
     "StackPlannerConfig",
     "StepRecord",
     "SubAgent",
