@@ -48,7 +48,7 @@ from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 
 from genmem.graph._journal import EvolveJob, JobStatus, Journal
-from genmem.graph.background_server import ServerBackground, server_update
+from genmem.graph.background_server import ServerBackground, start_server_update
 
 __all__ = [
     "DEFAULT_JOURNAL",
@@ -507,28 +507,26 @@ def queue_update(
 ) -> dict[str, Any]:
     """The ``evolve`` node's work in background mode: queue the update, return at once.
 
-    The job runs with the run's context and store; the run's ``thread_id`` (from its config)
-    lets a newer run of the thread supersede it. A job that cannot be queued is reported in
-    ``evolve_error`` (kind ``not_queued``) and logged; the answer is unaffected.
+    The job runs with the run's context and store (on the server: as a background run there);
+    the run's ``thread_id`` (from its config) lets a newer run of the thread supersede it. A job
+    that cannot be queued is reported in ``evolve_error`` (kind ``not_queued``) and logged; the
+    answer is unaffected.
     """
     configurable = (get_config() or {}).get("configurable") or {}
     thread_id = None if configurable.get("thread_id") is None else str(configurable["thread_id"])
-    if isinstance(queue, ServerBackground):
-        return server_update(queue, inputs, runtime, thread_id)
+    context = dict(runtime.context or {})
     try:
-        job = queue.submit(
-            inputs, context=dict(runtime.context or {}), store=runtime.store, thread_id=thread_id
-        )
+        if isinstance(queue, ServerBackground):
+            run = start_server_update(queue, inputs, context=context, thread_id=thread_id)
+            job_id = run["run_id"]
+            where = {"thread_id": run["thread_id"], "superseded": run["superseded"]}
+        else:
+            job = queue.submit(inputs, context=context, store=runtime.store, thread_id=thread_id)
+            job_id, where = job.id, {"thread_id": job.thread_id, "due_at": job.due_at}
     except Exception as exc:
-        logger.exception("the background evolve job was not queued")
+        logger.exception("the background update was not queued")
         error = {"kind": "not_queued", "message": f"{type(exc).__name__}: {exc}"}
         event = {"node": "mem_evolver", "kind": "not_queued", "message": error["message"]}
         return {"update": None, "evolve_error": error, "evolve_job": None, "events": [event]}
-    event = {
-        "node": "mem_evolver",
-        "kind": "queued",
-        "job": job.id,
-        "thread_id": job.thread_id,
-        "due_at": job.due_at,
-    }
-    return {"update": None, "evolve_error": None, "evolve_job": job.id, "events": [event]}
+    event = {"node": "mem_evolver", "kind": "queued", "job": job_id, **where}
+    return {"update": None, "evolve_error": None, "evolve_job": job_id, "events": [event]}

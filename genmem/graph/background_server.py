@@ -128,29 +128,6 @@ def start_server_update(
     return {"run_id": run["run_id"], "thread_id": run["thread_id"], "superseded": superseded}
 
 
-def server_update(
-    cfg: ServerBackground, inputs: dict[str, Any], runtime: Runtime[Any], thread_id: str | None
-) -> dict[str, Any]:
-    """The ``evolve`` node's state update in server mode (a failure to start is recorded)."""
-    try:
-        run = start_server_update(
-            cfg, inputs, context=dict(runtime.context or {}), thread_id=thread_id
-        )
-    except Exception as exc:
-        logger.exception("the background update run was not started")
-        error = {"kind": "not_queued", "message": f"{type(exc).__name__}: {exc}"}
-        event = {"node": "mem_evolver", "kind": "not_queued", "message": error["message"]}
-        return {"update": None, "evolve_error": error, "evolve_job": None, "events": [event]}
-    event = {
-        "node": "mem_evolver",
-        "kind": "queued",
-        "job": run["run_id"],
-        "thread_id": run["thread_id"],
-        "superseded": run["superseded"],
-    }
-    return {"update": None, "evolve_error": None, "evolve_job": run["run_id"], "events": [event]}
-
-
 class EvolverJobState(TypedDict, total=False):
     """One background update: MemEvolver's input, and its result (replaced on every run)."""
 
