@@ -105,15 +105,20 @@ class Journal:
             ).fetchone()
         return None if row is None else EvolveJob.model_validate_json(row[0])
 
-    def jobs(self, *, open_only: bool = False, not_owner: str | None = None) -> list[EvolveJob]:
+    def jobs(self, *, open_only: bool = False) -> list[EvolveJob]:
         """Jobs in the order they were queued; ``open_only``: those not finished yet."""
-        sql, args = "SELECT job FROM evolve_jobs WHERE 1 = 1", []
         if open_only:
-            sql += f" AND status IN ({', '.join('?' * len(OPEN_STATUSES))})"
-            args += list(OPEN_STATUSES)
-        if not_owner is not None:
-            sql += " AND owner != ?"
-            args.append(not_owner)
+            return [job for job, _ in self.open_jobs()]
         with self._lock:
-            rows = self._conn.execute(sql + " ORDER BY seq", args).fetchall()
+            rows = self._conn.execute("SELECT job FROM evolve_jobs ORDER BY seq").fetchall()
         return [EvolveJob.model_validate_json(r[0]) for r in rows]
+
+    def open_jobs(self) -> list[tuple[EvolveJob, str]]:
+        """Unfinished jobs and their owners, in the order they were queued."""
+        marks = ", ".join("?" * len(OPEN_STATUSES))
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT job, owner FROM evolve_jobs WHERE status IN ({marks}) ORDER BY seq",
+                OPEN_STATUSES,
+            ).fetchall()
+        return [(EvolveJob.model_validate_json(job), owner) for job, owner in rows]

@@ -108,6 +108,28 @@ class BackgroundConfig:
             raise ValueError(f"max_workers={self.max_workers!r}: use an int from 1 to 64")
 
 
+_ACTIVE: set[str] = set()
+"""Owners (journal names) of this process's evolvers that are not shut down."""
+
+
+def _owner_active(owner: str) -> bool:
+    """Whether the evolver named ``owner`` may still run its jobs: one of this process's that
+    is not shut down, or any in another live process on this host (other hosts: unknown, no)."""
+    host, _, rest = owner.partition(":")
+    pid, _, _ = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    if int(pid) == os.getpid():
+        return owner in _ACTIVE
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
 @dataclass
 class _Live:
     """An open job and what the journal cannot hold: the live context and the store."""
@@ -197,6 +219,7 @@ class BackgroundEvolver:
         self._workers: list[threading.Thread] = []
         self._exit_hook = functools.partial(_shutdown_at_exit, weakref.ref(self))
         atexit.register(self._exit_hook)
+        _ACTIVE.add(self.owner)
 
     # --- queueing ------------------------------------------------------------------------------
 
@@ -389,6 +412,7 @@ class BackgroundEvolver:
                 self._draining = True
             else:
                 self._stopped = True
+                _ACTIVE.discard(self.owner)  # its queued jobs are free to recover now
             self._cond.notify_all()
             workers = list(self._workers)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -399,14 +423,18 @@ class BackgroundEvolver:
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
+        _ACTIVE.discard(self.owner)
         atexit.unregister(self._exit_hook)
 
     def recover(
         self, *, store: BaseStore | None = None, context: dict[str, Any] | None = None
     ) -> list[EvolveJob]:
-        """Re-queue the open jobs other processes left in the journal (call it on start-up).
+        """Re-queue the open jobs that evolvers no longer running left in the journal (a crashed
+        or stopped process, one shut down without ``wait``): call it on start-up.
 
-        They run at once (their delays are over), in the order they were first queued.
+        They run at once (their delays are over), in the order they were first queued. Jobs of
+        an evolver still running (in this process, or in a live process on this host) are left
+        to it; on a journal shared between hosts, only one host should recover.
         A job whose run context held live objects (``detached``) needs them in ``context``; a
         job that read its bank from a graph store needs ``store`` (or the constructor's). Jobs
         that cannot run yet stay open, and a warning names what they need.
@@ -414,7 +442,9 @@ class BackgroundEvolver:
         store = store if store is not None else self._store
         context = context or {}
         requeued = []
-        for job in self._journal.jobs(open_only=True, not_owner=self.owner):
+        for job, owner in self._journal.open_jobs():
+            if owner == self.owner or _owner_active(owner):
+                continue
             missing = [k for k in job.detached if k not in context]
             if job.uses_store and store is None:
                 missing.append("store")

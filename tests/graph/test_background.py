@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import subprocess
 import sys
@@ -208,9 +209,10 @@ def test_shutdown_without_wait_leaves_pending_jobs_for_recovery(bank_url, tmp_pa
     calls: list[dict[str, Any]] = []
     ev = BackgroundEvolver(_fake_run(calls), BackgroundConfig(delay_s=3600, journal=journal))
     job = ev.submit({"query": "a"}, context={"bank_url": bank_url})
+    later = BackgroundEvolver(_fake_run(calls), BackgroundConfig(journal=journal))
+    assert later.recover() == []  # its owner is still running: the job is its own
     ev.shutdown(wait=False)
     assert calls == [] and ev.job(job.id).status == "pending"
-    later = BackgroundEvolver(_fake_run(calls), BackgroundConfig(journal=journal))
     [again] = later.recover()
     assert again.id == job.id and again.recoveries == 1
     assert later.wait(job.id, timeout=5).status == "applied"
@@ -317,6 +319,12 @@ def test_the_closed_loop_queues_its_update(bank_url, tmp_path) -> None:
     assert evolver is background_of(graph) and len(open_bank(bank_url).history(A)) == 1
     [done] = evolver.flush(timeout=30)
     assert done.status == "applied" and open_bank(bank_url).get(A).payload == REVISED
+    # ainvoke (how a served graph runs) queues the same way, from the async node body.
+    # (the fake model replays its replies from the first)
+    out = asyncio.run(app.ainvoke({"query": Q}, context={"bank_url": bank_url}))
+    assert out["answer"] == "6" and out["update"] is None and out["evolve_job"]
+    [done] = evolver.flush(timeout=30)
+    assert done.id == out["evolve_job"] and done.status == "applied", done.error
     evolver.shutdown()
 
 
