@@ -44,7 +44,7 @@ class EvolveJob(BaseModel):
     detached: list[str] = Field(default_factory=list)
     """Context keys holding live objects (a ``Bank``) that the journal cannot keep."""
     uses_store: bool = False
-    """Whether the run had a graph store (where a bank named by no URL lives)."""
+    """Whether its bank is the graph store's (the context names no ``bank``/``bank_url``)."""
     started_at: float | None = None
     finished_at: float | None = None
     update: dict[str, Any] | None = None

@@ -254,7 +254,8 @@ class BackgroundEvolver:
             input=dict(inputs),
             context=kept,
             detached=detached,
-            uses_store=store is not None,
+            # A bank named in the context is opened by name; only an unnamed one is the store's.
+            uses_store=store is not None and not (live.get("bank") or live.get("bank_url")),
         )
         with self._cond:
             if self._stopped or self._draining:

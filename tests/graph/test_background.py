@@ -220,6 +220,41 @@ def test_shutdown_without_wait_leaves_pending_jobs_for_recovery(bank_url, tmp_pa
     later.shutdown()
 
 
+def test_a_job_whose_bank_is_the_graphs_store_recovers_with_that_store(tmp_path, caplog) -> None:
+    from langgraph.store.memory import InMemoryStore
+
+    from genmem.memory.langgraph_store import LangGraphBankStore
+    from genmem.memory.sid import DEFAULT_SPEC
+    from tests.conftest import TEST_HASH
+
+    store = InMemoryStore()
+    bank = LangGraphBankStore(store).create_bank(spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
+    bank.insert(A, PAYLOAD)
+    config = BackgroundConfig(delay_s=3600, journal=tmp_path / "jobs.sqlite")
+    graph = add_memory(
+        _agent(),
+        model=RecordingFake(responses=[RETRIEVE]),
+        sid_generator=FixedGenerator([A]),
+        evolve="background",
+        background=config,
+    )
+    out = graph.compile(store=store).invoke({"messages": [HumanMessage(Q)]})  # no context
+    first = background_of(graph)
+    assert first.job(out["evolve_job"]).uses_store
+    first.shutdown(wait=False)  # the process goes away with the job still queued
+    memory = RecordingFake(responses=[revise_reply(REVISED)])
+    later = BackgroundEvolver(
+        evolver_run(build_evolver_graph(memory, sid_generator=FixedGenerator([A]))), config
+    )
+    with caplog.at_level(logging.WARNING, logger="genmem.graph.background"):
+        assert later.recover() == []
+    assert "without store" in caplog.text and later.jobs(open_only=True)
+    assert [j.id for j in later.recover(store=store)] == [out["evolve_job"]]
+    [done] = later.flush(timeout=30)
+    assert done.status == "applied" and bank.get(A).payload == REVISED
+    later.shutdown()
+
+
 _CRASHING_PROCESS = """
 import os, sys, time
 from genmem.graph.background import BackgroundConfig, BackgroundEvolver
