@@ -15,6 +15,9 @@ agent, never write) and ``no_memory`` (the agent alone). The bank is named per r
 context (``bank_url``, ``bank_id``, ``memory_k``) or comes from the store the graph is compiled
 with. The context also reaches the agent, so its own tools can read it.
 
+With ``evolve="background"`` a run returns as soon as the agent has answered and MemEvolver's
+update is queued on a worker (:mod:`genmem.graph.background`).
+
 Example::
 
     from langchain.agents import create_agent
