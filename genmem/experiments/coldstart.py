@@ -37,7 +37,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from genmem.envs.base import Environment, Task
-from genmem.envs.bundled import append_jsonl, jsonl_rows
+from genmem.envs.bundled import append_jsonl, jsonl_rows, replace_jsonl
 from genmem.experiments.experience_schemas import (
     AttemptProse,
     ExperienceFields,
@@ -138,6 +138,11 @@ class ExperienceLine(BaseModel):
     query: str = Field(default="", description="The task text (provenance for SID alignment).")
     trajectory: str = Field(
         default="", description="The rendered run it came from: a success first, else the first."
+    )
+    of_query: int | None = Field(
+        default=None,
+        description="How many records its query gave. A rerun extracts a query again when fewer "
+        "are on disk (a run killed between them); None: written before this field existed.",
     )
 
 
@@ -291,6 +296,7 @@ class _Stages:
         self.out = out
         self.chat = chat
         self.concurrency = concurrency
+        out.mkdir(parents=True, exist_ok=True)
         self.attempts_path = out / "attempts.jsonl"
         self.assess_path = out / "assessments.jsonl"
         self.experiences_path = out / "experiences.jsonl"
@@ -471,7 +477,7 @@ class _Stages:
         """Extract experiences for every query not yet extracted; returns all of them."""
         from tqdm.auto import tqdm
 
-        lines = [ExperienceLine.model_validate(r) for r in jsonl_rows(self.experiences_path)]
+        lines = _whole_queries(self.experiences_path)
         done = {x.query_id for x in lines}
         failed = jsonl_rows(self.failures_path)
         done |= {r["query_id"] for r in failed if r["stage"] in ("extract", "gate")}
@@ -482,8 +488,6 @@ class _Stages:
             todo,
             concurrency=self.concurrency,
         ):
-            for line in new:
-                append_jsonl(self.experiences_path, line)
             lines.extend(new)
             bar.update(1)
         bar.close()
@@ -529,22 +533,16 @@ class _Stages:
         evidence = query_evidence([a.verdict for a in tries])
         best = next((a for a in tries if a.verdict == "success"), tries[0] if tries else None)
         run = render_trajectory(best.trajectory, clip=600) if best and best.trajectory else ""
-        out = []
+        out, refused = [], []
         for i, fields in enumerate(extracted.experiences[: self.config.max_records]):
             text = experience_text(fields)
             if not text.strip():
-                self._failure("extract", task.id, None, [f"experience {i} has only empty fields"])
+                refused.append(("extract", [f"experience {i} has only empty fields"], None))
                 continue
             if self.config.gate:
                 verdict = check_payload(text, sources=(task.query, run, *blocks))
                 if verdict.action == "reject":
-                    self._failure(
-                        "gate",
-                        task.id,
-                        None,
-                        [f"experience {i}: {verdict.detail}"],
-                        reason=verdict.reason,
-                    )
+                    refused.append(("gate", [f"experience {i}: {verdict.detail}"], verdict.reason))
                     continue
             out.append(
                 ExperienceLine(
@@ -559,7 +557,28 @@ class _Stages:
                     trajectory=run,
                 )
             )
+        out = [x.model_copy(update={"of_query": len(out)}) for x in out]
+        # The records first, then the refusals: a query counts as extracted once all its
+        # records are on disk, or (none kept) once a refusal is.
+        for line in out:
+            append_jsonl(self.experiences_path, line)
+        for stage, errors, reason in refused:
+            self._failure(stage, task.id, None, errors, reason=reason)
         return out
+
+
+def _whole_queries(path: Path) -> list[ExperienceLine]:
+    """The records in ``path`` of the queries whose records are all there.
+
+    A run killed between two records of one query leaves only some: those are dropped from
+    the file (rewritten whole) so that the query is extracted again, once.
+    """
+    lines = [ExperienceLine.model_validate(r) for r in jsonl_rows(path)]
+    count = Counter(x.query_id for x in lines)
+    whole = [x for x in lines if x.of_query is None or count[x.query_id] == x.of_query]
+    if len(whole) < len(lines):
+        replace_jsonl(path, whole)
+    return whole
 
 
 def _clusters(codes: Any, depth: int, minimum: int) -> dict[tuple[int, ...], list[int]]:

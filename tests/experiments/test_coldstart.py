@@ -241,3 +241,50 @@ def test_skill_cards_are_written_per_prefix_cluster_and_gated(tmp_path) -> None:
             _Replies([]), lines, codes, spec, ColdStartConfig(synthesise_prefix_depth=3),
             tmp_path, progress=False,
         )  # fmt: skip
+
+
+def test_a_query_killed_between_its_records_is_extracted_again_once(tmp_path, monkeypatch) -> None:
+    """A run stopped after the first of a query's two records reached experiences.jsonl: the
+    rerun drops that record and extracts the query again, so both are there, once each."""
+    from genmem.experiments import coldstart
+    from genmem.experiments.coldstart import AttemptRecord, ColdStartConfig, _Stages
+
+    env = open_bench("gsm8k-train")
+    task = env.tasks(1)[0]
+    good = dict.fromkeys(EXPERIENCE_FIELDS, "")
+    records = [
+        good | {"problem_type": "totals over two months",
+                "procedure": "Halve the April clips to get May, then add both months."},
+        good | {"problem_type": "monthly totals",
+                "procedure": "Add the clips of each month; check the sum against both months."},
+    ]  # fmt: skip
+    tries = {task.id: [AttemptRecord(query_id=task.id, k=0, answer="72", verdict="success")]}
+    config = ColdStartConfig(max_records=2)
+
+    def extract(out, replies: int) -> list:
+        chat = _Replies([{"experiences": records}] * replies)
+        return _Stages(env, config, out, chat).extract([task], tries, {}, progress=False)
+
+    whole = extract(tmp_path / "whole", 1)
+    assert [x.index for x in whole] == [0, 1] and {x.of_query for x in whole} == {2}
+
+    real, written = coldstart.append_jsonl, []
+
+    def stopped(path, obj) -> None:  # killed after the first record
+        if written:
+            raise KeyboardInterrupt
+        written.append(obj)
+        real(path, obj)
+
+    out = tmp_path / "stopped"
+    monkeypatch.setattr(coldstart, "append_jsonl", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        extract(out, 1)
+    monkeypatch.setattr(coldstart, "append_jsonl", real)
+    assert len((out / "experiences.jsonl").read_text().splitlines()) == 1
+
+    again = extract(out, 1)
+    assert again == whole
+    on_disk = (out / "experiences.jsonl").read_text()
+    assert on_disk == (tmp_path / "whole" / "experiences.jsonl").read_text()
+    assert extract(out, 0) == whole  # a third run finds the query whole: no model call
