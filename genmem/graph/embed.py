@@ -35,6 +35,7 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Sequence
 from typing import Annotated, Any, TypedDict, get_type_hints
@@ -49,6 +50,7 @@ from langgraph.runtime import Runtime
 
 from genmem.graph._addressing import GeneratorFactory
 from genmem.graph._memory_nodes import Mode, check_mode, retrieval_update
+from genmem.graph._runtime import sync_and_async
 from genmem.graph.background import (
     BackgroundConfig,
     EvolveMode,
@@ -303,7 +305,26 @@ def add_memory(
         out = retriever.invoke({"query": state["query"]}, context=runtime.context)
         return retrieval_update(out)
 
+    async def aretrieve(state: dict[str, Any], runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+        out = await retriever.ainvoke({"query": state["query"]}, context=runtime.context)
+        return retrieval_update(out)
+
     def call_agent(state: dict[str, Any], runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+        messages, given = agent_messages(state)
+        out = agent.invoke({"messages": messages}, context=runtime.context)
+        return agent_update(state, messages, given, out)
+
+    async def acall_agent(state: dict[str, Any], runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+        messages, given = agent_messages(state)
+        given_input, ctx = {"messages": messages}, runtime.context
+        if callable(getattr(agent, "ainvoke", None)):
+            out = await agent.ainvoke(given_input, context=ctx)
+        else:  # an agent with only invoke: off the event loop
+            out = await asyncio.to_thread(agent.invoke, given_input, context=ctx)
+        return agent_update(state, messages, given, out)
+
+    def agent_messages(state: dict[str, Any]) -> tuple[list[AnyMessage], str | None]:
+        """The conversation the agent gets (with the support message) and the support given."""
         messages = list(state.get("messages") or [])
         support = (state.get("support") or "").strip() if state["mode"] != "no_memory" else ""
         given: str | None = None
@@ -312,8 +333,13 @@ def add_memory(
             at = _last_human(messages)
             at = len(messages) if at is None else at
             messages.insert(at, support_message(support, state.get("sid")))
+        return messages, given
+
+    def agent_update(
+        state: dict[str, Any], messages: list[AnyMessage], given: str | None, out: Any
+    ) -> dict[str, Any]:
+        """The state update from the agent's output: its new messages and their trajectory."""
         seen = {m.id for m in messages}
-        out = agent.invoke({"messages": messages}, context=runtime.context)
         produced = out.get("messages") if isinstance(out, dict) else None
         if not isinstance(produced, list):
             raise TypeError(
@@ -330,11 +356,22 @@ def add_memory(
         }
         return {"messages": new, "trajectory": trajectory.model_dump(), "events": [event]}
 
+    def evolver_input(state: dict[str, Any]) -> dict[str, Any]:
+        return {"query": state["query"], "trajectory": state["trajectory"], "outcome": None}
+
     def run_evolver(state: dict[str, Any], runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-        inputs = {"query": state["query"], "trajectory": state["trajectory"], "outcome": None}
         if queue is not None:
-            return queue_update(queue, inputs, runtime)
-        out = evolver.invoke(inputs, context=runtime.context)
+            return queue_update(queue, evolver_input(state), runtime)
+        return evolved(evolver.invoke(evolver_input(state), context=runtime.context))
+
+    async def arun_evolver(
+        state: dict[str, Any], runtime: Runtime[MemoryContext]
+    ) -> dict[str, Any]:
+        if queue is not None:
+            return await asyncio.to_thread(queue_update, queue, evolver_input(state), runtime)
+        return evolved(await evolver.ainvoke(evolver_input(state), context=runtime.context))
+
+    def evolved(out: dict[str, Any]) -> dict[str, Any]:
         return {
             "update": out.get("update"),
             "evolve_error": out.get("error"),
@@ -349,9 +386,10 @@ def add_memory(
 
     g = StateGraph(state_schema, context_schema=MemoryContext, input_schema=input_schema)
     g.add_node("start", start)
-    g.add_node("retrieve", retrieve)
-    g.add_node(AGENT_NODE, call_agent)
-    g.add_node("evolve", run_evolver)
+    # Under ainvoke/astream the memory nodes and the agent run their async bodies.
+    g.add_node("retrieve", sync_and_async(retrieve, aretrieve))
+    g.add_node(AGENT_NODE, sync_and_async(call_agent, acall_agent))
+    g.add_node("evolve", sync_and_async(run_evolver, arun_evolver))
     g.add_edge(START, "start")
     g.add_conditional_edges("start", after_start, ["retrieve", AGENT_NODE])
     g.add_edge("retrieve", AGENT_NODE)

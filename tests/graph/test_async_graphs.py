@@ -137,6 +137,27 @@ def test_closed_loop_ainvoke_retrieves_executes_and_evolves(tmp_path) -> None:
     assert open_bank(url).get(A).payload == revised
 
 
+def test_add_memory_ainvoke_around_a_create_agent_agent_uses_the_servers_store() -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from genmem.graph.embed import add_memory
+    from tests.graph import test_embed as embed
+
+    inner, bank = _store_bank(embed.PAYLOAD)
+    solver = embed._solver()
+    memory = FakeListChatModel(responses=[embed.RETRIEVE, revise_reply(NEW)])
+    agent = create_agent(solver, tools=[embed.multiply])
+    graph = add_memory(agent, model=memory, sid_generator=FixedGenerator([A]))
+    inputs = {"messages": [HumanMessage(embed.Q)]}
+    out, _ = _on_server_store(
+        graph, inner, lambda app: app.ainvoke(inputs, context={"bank_id": "gsm"})
+    )
+    assert out["support"] == embed.SUPPORT and out["messages"][-1].content == "6"
+    assert [e["node"] for e in out["events"]] == ["mem_retriever", "agent", "mem_evolver"]
+    assert out["update"]["outcome"] == "revised" and bank.get(A).payload == NEW
+
+
 @pytest.mark.slow
 def test_real_default_model_astream_through_the_async_paths(tmp_path) -> None:
     """The evolver on the embedded default model, streamed with ``astream``: a bank write (or
