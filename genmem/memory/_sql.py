@@ -257,3 +257,32 @@ def event_params(bank_id: str, e: Event) -> tuple[Any, ...]:
 def info_params(info: BankInfo) -> tuple[Any, ...]:
     """Parameters of ``INSERT_BANK``."""
     return (info.bank_id, info.model_dump_json(), info.parent, info.created_at)
+
+
+def live_query(bank_id: str, prefix: Sequence[int], limit: int | None) -> tuple[str, list[Any]]:
+    """``LIVE`` under ``prefix`` (at most ``limit`` rows) and its parameters."""
+    lo, hi = prefix_range(prefix)
+    sql, params = LIVE, [bank_id, lo, hi]
+    if limit is not None:
+        sql, params = sql + " LIMIT ?", [*params, int(limit)]
+    return sql, params
+
+
+def events_query(bank_id: str, after_seq: int, limit: int | None) -> tuple[str, list[Any]]:
+    """``EVENTS`` after ``after_seq`` (at most ``limit`` rows) and its parameters."""
+    sql, params = EVENTS, [bank_id, int(after_seq)]
+    if limit is not None:
+        sql, params = sql + " LIMIT ?", [*params, int(limit)]
+    return sql, params
+
+
+# PostgreSQL's locks (see genmem.memory.postgres_store). Every key is hashed with the schema so
+# that stores in other schemas never contend.
+PG_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', ?, true)"
+PG_STORE_LOCK_SHARED = (
+    "SELECT pg_advisory_xact_lock_shared(hashtextextended('genmem|' || current_schema(), 0))"
+)
+PG_STORE_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('genmem|' || current_schema(), 0))"
+PG_KEY_LOCK = (
+    "SELECT pg_advisory_xact_lock(hashtextextended('genmem|' || current_schema() || '|' || ?, 0))"
+)

@@ -168,19 +168,14 @@ class SQLBankStore(BankStore):
 
     def live(self, bank_id: str, prefix: Sequence[int], limit: int | None) -> list[Version]:
         """Live entries under a prefix, in code order."""
-        lo, hi = S.prefix_range(prefix)
-        sql, params = S.LIVE, [bank_id, lo, hi]
-        if limit is not None:
-            sql, params = sql + " LIMIT ?", [*params, int(limit)]
+        sql, params = S.live_query(bank_id, prefix, limit)
         with self._read() as cur:
             rows = self._x(cur, sql, params).fetchall()
         return [S.version_from_row(r) for r in rows]
 
     def events(self, bank_id: str, after_seq: int = 0, limit: int | None = None) -> list[Event]:
         """The log after ``after_seq``."""
-        sql, params = S.EVENTS, [bank_id, int(after_seq)]
-        if limit is not None:
-            sql, params = sql + " LIMIT ?", [*params, int(limit)]
+        sql, params = S.events_query(bank_id, after_seq, limit)
         with self._read() as cur:
             rows = self._x(cur, sql, params).fetchall()
         return [S.event_from_row(r) for r in rows]

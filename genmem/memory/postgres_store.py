@@ -19,6 +19,10 @@ Concurrency model (psycopg 3, READ COMMITTED, one transaction per write):
   bank retries; a minute for whole-store work, which it does not). A timeout, a deadlock, a
   serialisation failure or a unique violation from a race becomes :class:`RetryableWrite`.
 
+Given ``async_pool=`` (a caller's psycopg ``AsyncConnectionPool``), the store answers the bank's
+async methods on it (:mod:`genmem.memory._postgres_async`: the same statements, locks and
+errors); without one they run the sync call in a worker thread.
+
 Advisory-lock keys include ``current_schema()``, so stores in different schemas of one
 database do not contend. Install the driver with ``pip install 'genmem[postgres]'``.
 """
@@ -26,13 +30,17 @@ database do not contend. Install the driver with ``pip install 'genmem[postgres]
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import genmem.memory._sql as S
 from genmem.errors import BankStorageError, BankUnavailable, GenMemError
+from genmem.memory._postgres_async import AsyncPostgres
 from genmem.memory._sqlbase import SQLBankStore
-from genmem.memory.backend import RetryableWrite
+from genmem.memory.backend import RetryableWrite, SlotTx
+from genmem.memory.records import BankInfo, Event, Version
+from genmem.memory.sid import SID
 
 if TYPE_CHECKING:
     import psycopg
@@ -40,20 +48,17 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresBankStore", "PostgresUnavailable", "import_psycopg"]
 
+T = TypeVar("T")
+
 _POOL_MAX_SIZE = 8  # a caller who needs more connections passes their own pool
 # Whole-store work is rare and the bank does not retry it, so it waits as long as a slot write
 # would keep retrying before giving up.
 _STORE_WAIT_S = 60.0
 
-# Every lock key is hashed with the schema so that stores in other schemas never contend.
-_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', ?, true)"
-_STORE_LOCK_SHARED = (
-    "SELECT pg_advisory_xact_lock_shared(hashtextextended('genmem|' || current_schema(), 0))"
-)
-_STORE_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('genmem|' || current_schema(), 0))"
-_KEY_LOCK = (
-    "SELECT pg_advisory_xact_lock(hashtextextended('genmem|' || current_schema() || '|' || ?, 0))"
-)
+_LOCK_TIMEOUT = S.PG_LOCK_TIMEOUT
+_STORE_LOCK_SHARED = S.PG_STORE_LOCK_SHARED
+_STORE_LOCK = S.PG_STORE_LOCK
+_KEY_LOCK = S.PG_KEY_LOCK
 
 
 def _unavailable(url: str, exc: BaseException) -> BankUnavailable:
@@ -92,6 +97,7 @@ class PostgresBankStore(SQLBankStore):
         *,
         lock_timeout_s: float = 5.0,
         setup: bool = True,
+        async_pool: psycopg_pool.AsyncConnectionPool[Any] | None = None,
     ) -> None:
         """Open a store; a string gets a pool of its own (closed by :meth:`close`).
 
@@ -99,6 +105,10 @@ class PostgresBankStore(SQLBankStore):
         store call runs in ``conn.transaction()``, so on a connection with no transaction open
         every write commits on its own, while inside a caller's open transaction the store's
         work joins it and commits with it. A caller's pool is borrowed, never closed.
+
+        ``async_pool``: an open ``psycopg_pool.AsyncConnectionPool`` on the same database (the
+        caller's, never closed here). The bank's async methods then run on it, on its event
+        loop; without it they run the sync call in a worker thread.
         """
         psycopg, psycopg_pool = import_psycopg()
         self._errors = psycopg.errors
@@ -107,6 +117,15 @@ class PostgresBankStore(SQLBankStore):
         self._pool: Any = None
         self._own_pool = False
         self._conn_lock = threading.RLock()
+        self._async: AsyncPostgres | None = None
+        if async_pool is not None:
+            if not isinstance(async_pool, psycopg_pool.AsyncConnectionPool):
+                raise TypeError(
+                    "async_pool takes a psycopg_pool.AsyncConnectionPool, not "
+                    f"{type(async_pool).__name__}"
+                )
+            self._async = AsyncPostgres(async_pool, lock_timeout_s, self._async_error)
+            self.native_async = True
         if isinstance(conn, psycopg.Connection):
             self._conn = conn
             self.url = "postgresql://(connection)"
@@ -172,18 +191,42 @@ class PostgresBankStore(SQLBankStore):
                 with conn.transaction(), conn.cursor() as cur:
                     yield cur
 
-    @contextmanager
-    def _transaction(self, lock_key: str | None) -> Iterator[Any]:
+    def _write_error(self, exc: BaseException, slot: bool) -> BaseException | None:
+        """What a failed write becomes: RetryableWrite, BankStorageError, or None (as it is)."""
         errors = self._errors
         transient: tuple[type[BaseException], ...] = (
             errors.SerializationFailure,
             errors.DeadlockDetected,
             errors.LockNotAvailable,
         )
-        if lock_key is not None:
+        if slot:
             # Slot locks serialise writers of one slot, so a duplicate key there means another
             # writer raced us outside the locks (e.g. a bank created concurrently): retry.
             transient = (*transient, errors.UniqueViolation)
+        if isinstance(exc, transient):
+            return RetryableWrite(f"postgres: {type(exc).__name__}: {exc}")
+        if isinstance(exc, (errors.DiskFull, errors.ReadOnlySqlTransaction, errors.IoError)):
+            return BankStorageError(
+                f"{self.url}: the server refused the write ({type(exc).__name__}: {exc}); it was "
+                "rolled back and the bank is unchanged"
+            )
+        return None
+
+    def _async_error(self, exc: BaseException, conn: Any, slot: bool) -> BaseException | None:
+        """:meth:`_write_error`, then a lost link as BankUnavailable (the async path's map)."""
+        psycopg, psycopg_pool = import_psycopg()
+        mapped = self._write_error(exc, slot)
+        if mapped is not None:
+            return mapped
+        if isinstance(exc, psycopg_pool.PoolTimeout) or (
+            isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
+            and (conn is None or conn.broken or conn.closed)
+        ):
+            return _unavailable(self.url, exc)
+        return None
+
+    @contextmanager
+    def _transaction(self, lock_key: str | None) -> Iterator[Any]:
         try:
             with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
                 wait_s = (
@@ -196,17 +239,55 @@ class PostgresBankStore(SQLBankStore):
                     self._x(cur, _STORE_LOCK_SHARED)
                     self._x(cur, _KEY_LOCK, (lock_key,))
                 yield cur
-        except transient as exc:
-            raise RetryableWrite(f"postgres: {type(exc).__name__}: {exc}") from exc
-        except (errors.DiskFull, errors.ReadOnlySqlTransaction, errors.IoError) as exc:
-            raise BankStorageError(
-                f"{self.url}: the server refused the write ({type(exc).__name__}: {exc}); it was "
-                "rolled back and the bank is unchanged"
-            ) from exc
+        except Exception as exc:
+            mapped = self._write_error(exc, lock_key is not None)
+            if mapped is None:
+                raise
+            raise mapped from exc
 
     def _lock_log(self, cur: Any, bank_id: str) -> None:
         """Hold the bank's log lock to commit, so sequence numbers follow commit order."""
         self._x(cur, _KEY_LOCK, (f"log:{bank_id}",))
+
+    # -- async: on the caller's async pool when one was given --------------------------------
+
+    def _aio(self) -> AsyncPostgres:
+        assert self._async is not None  # native_async is only set with it
+        return self._async
+
+    async def aget_info(self, bank_id: str) -> BankInfo | None:
+        """:meth:`get_info` on the async pool (a worker thread without one)."""
+        if self._async is None:
+            return await super().aget_info(bank_id)
+        return await self._async.get_info(bank_id)
+
+    async def alist_banks(self) -> list[BankInfo]:
+        """:meth:`list_banks` on the async pool (a worker thread without one)."""
+        if self._async is None:
+            return await super().alist_banks()
+        return await self._async.list_banks()
+
+    async def acurrent(self, bank_id: str, sid: SID) -> Version | None:
+        """:meth:`current` on the async pool."""
+        return await self._aio().current(bank_id, sid)
+
+    async def ahistory(self, bank_id: str, sid: SID) -> list[Version]:
+        """:meth:`history` on the async pool."""
+        return await self._aio().history(bank_id, sid)
+
+    async def alive(self, bank_id: str, prefix: Sequence[int], limit: int | None) -> list[Version]:
+        """:meth:`live` on the async pool."""
+        return await self._aio().live(bank_id, prefix, limit)
+
+    async def aevents(
+        self, bank_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[Event]:
+        """:meth:`events` on the async pool."""
+        return await self._aio().events(bank_id, after_seq, limit)
+
+    async def arun_in_slot(self, bank_id: str, sid: SID, body: Callable[[SlotTx], T]) -> T:
+        """:meth:`run_in_slot` in an async transaction with the same locks."""
+        return await self._aio().run_in_slot(bank_id, sid, body)
 
     def close(self) -> None:
         """Close the pool this store opened (a caller's connection or pool stays open)."""

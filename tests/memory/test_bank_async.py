@@ -57,29 +57,30 @@ def _state(bank: Bank) -> tuple:
     )
 
 
-def test_async_reads_and_writes_match_the_sync_ones(bank: Bank) -> None:
-    async def scenario() -> None:
-        r = await bank.ainsert(A, "check units first", actor="async", metadata={"n": 1})
-        assert (r.op, r.outcome, r.version_after, r.seq) == ("insert", "inserted", 1, 1)
-        assert await bank.aget(A) == bank.get(A)
-        assert (await bank.aget(A)).actor == "async"
-        assert await bank.aget(B) is None
-        r = await bank.arevise(A, "check units, then add", expected_version=1)
-        assert (r.outcome, r.version_before, r.version_after) == ("revised", 1, 2)
-        r = await bank.aapply({"op": "revise", "sid": A, "payload": "check units, then add"})
-        assert r.outcome == "retained"
-        r = await bank.aapply({"op": "insert", "sid": A_SIB, "payload": "a sibling lesson"})
-        assert r.outcome == "inserted"
-        assert await bank.alookup([A, B], k=2) == bank.lookup([A, B], k=2)
-        (near,) = await bank.alookup(["<SID_L1_3><SID_L2_0><SID_L3_7><SID_L4_5>"], k=5)
-        assert not near.exact and [h.sid for h in near.hits] == [A, A_SIB]
-        assert await bank.aentries("<SID_L1_3>") == bank.entries("<SID_L1_3>")
-        assert await bank.ahistory(A) == bank.history(A)
-        assert await bank.aevents(1, 2) == bank.events(1, 2)
-        r = await bank.arevise(A, "")
-        assert r.outcome == "deleted" and await bank.aget(A) is None
+async def _reads_and_writes(bank: Bank) -> None:
+    """Every async method once, each checked against its sync twin."""
+    r = await bank.ainsert(A, "check units first", actor="async", metadata={"n": 1})
+    assert (r.op, r.outcome, r.version_after, r.seq) == ("insert", "inserted", 1, 1)
+    assert await bank.aget(A) == bank.get(A)
+    assert (await bank.aget(A)).actor == "async"
+    assert await bank.aget(B) is None
+    r = await bank.arevise(A, "check units, then add", expected_version=1)
+    assert (r.outcome, r.version_before, r.version_after) == ("revised", 1, 2)
+    r = await bank.aapply({"op": "revise", "sid": A, "payload": "check units, then add"})
+    assert r.outcome == "retained"
+    r = await bank.aapply({"op": "insert", "sid": A_SIB, "payload": "a sibling lesson"})
+    assert r.outcome == "inserted"
+    assert await bank.alookup([A, B], k=2) == bank.lookup([A, B], k=2)
+    (near,) = await bank.alookup(["<SID_L1_3><SID_L2_0><SID_L3_7><SID_L4_5>"], k=5)
+    assert not near.exact and [h.sid for h in near.hits] == [A, A_SIB]
+    assert await bank.aentries("<SID_L1_3>") == bank.entries("<SID_L1_3>")
+    assert await bank.ahistory(A) == bank.history(A)
+    assert await bank.aevents(1, 2) == bank.events(1, 2)
+    r = await bank.arevise(A, "")
+    assert r.outcome == "deleted" and await bank.aget(A) is None
 
-    run(scenario())
+
+def _check_reads_and_writes(bank: Bank) -> None:
     assert [e.outcome for e in bank.events()] == [
         "inserted",
         "revised",
@@ -88,6 +89,11 @@ def test_async_reads_and_writes_match_the_sync_ones(bank: Bank) -> None:
         "deleted",
     ]
     assert bank.check() == []
+
+
+def test_async_reads_and_writes_match_the_sync_ones(bank: Bank) -> None:
+    run(_reads_and_writes(bank))
+    _check_reads_and_writes(bank)
 
 
 @pytest.mark.parametrize(
@@ -140,28 +146,37 @@ def test_abank_opens_a_bank_or_names_the_ones_there(store: BankStore) -> None:
         run(store.abank("elsewhere"))
 
 
-def test_async_and_thread_writers_lose_no_update(bank: Bank) -> None:
-    bank.insert(A, "v1")
-    n = 12
+N_WRITERS = 12
+
+
+async def _async_and_thread_writers(bank: Bank, async_bank: Bank) -> None:
+    """N threads revise A through ``bank`` while N coroutines revise it through ``async_bank``."""
 
     def thread_writer(i: int) -> None:
         bank.revise(A, f"thread lesson number {i}", actor="thread")
 
-    async def scenario() -> None:
-        threads = [threading.Thread(target=thread_writer, args=(i,)) for i in range(n)]
-        for t in threads:
-            t.start()
-        await asyncio.gather(
-            *(bank.arevise(A, f"async lesson number {i}", actor="async") for i in range(n))
-        )
-        for t in threads:
-            t.join()
+    threads = [threading.Thread(target=thread_writer, args=(i,)) for i in range(N_WRITERS)]
+    for t in threads:
+        t.start()
+    writes = [async_bank.arevise(A, f"async lesson {i}", actor="async") for i in range(N_WRITERS)]
+    await asyncio.gather(*writes)
+    for t in threads:
+        t.join()
 
-    run(scenario())
+
+def test_async_and_thread_writers_lose_no_update(bank: Bank) -> None:
+    bank.insert(A, "v1")
+    run(_async_and_thread_writers(bank, bank))
+    _check_no_update_lost(bank)
+
+
+def _check_no_update_lost(bank: Bank) -> None:
+    n = N_WRITERS
     history = bank.history(A)
     assert [v.version for v in history] == list(range(1, 2 * n + 2))
     assert sorted(v.actor for v in history[1:]) == ["async"] * n + ["thread"] * n
-    assert [e.seq for e in bank.events()] == list(range(1, 2 * n + 2))
+    seqs = [e.seq for e in bank.events()]
+    assert seqs == sorted(set(seqs)) and len(seqs) == 2 * n + 1
     assert bank.check() == []
 
 
@@ -285,3 +300,77 @@ def test_a_store_that_refuses_sync_calls_on_its_loop_serves_the_async_api() -> N
         assert [e.outcome for e in await bank.aevents()] == ["inserted"]
 
     run(scenario())
+
+
+# -- PostgreSQL on a caller's psycopg AsyncConnectionPool ----------------------------------
+
+
+@pytest.mark.integration
+def test_postgres_async_pool_serves_the_bank_on_the_loop() -> None:
+    """The same async calls on psycopg's async pool, beside sync writers on the store's own pool,
+    and a write that waits on a lock another session holds while the loop keeps running."""
+    import psycopg
+    from psycopg_pool import AsyncConnectionPool
+
+    import genmem.memory._sql as S
+    from genmem.memory.postgres_store import PostgresBankStore
+    from tests import _postgres
+
+    conninfo = _postgres.fresh_schema()
+    sync_store = PostgresBankStore(conninfo)
+    sync_store.create_bank("default", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
+
+    async def scenario() -> None:
+        pool = AsyncConnectionPool(conninfo, kwargs={"autocommit": True}, max_size=4, open=False)
+        async with pool:
+            store = PostgresBankStore(conninfo, async_pool=pool)
+            try:
+                assert store.native_async
+                bank = await store.abank("default")
+                await _reads_and_writes(bank)
+                _check_reads_and_writes(bank)
+                await bank.ainsert(B, "v1")
+                # another session holds the store lock: the write waits, the loop does not
+                holder = psycopg.connect(conninfo)
+                holder.execute(S.PG_STORE_LOCK.replace("?", "%s"))
+                release = threading.Timer(0.5, holder.rollback)
+                release.start()
+                result, ticks, seconds = await ticks_during(bank.arevise(B, LESSON))
+                release.join()
+                holder.close()
+                assert result.outcome == "revised" and seconds >= 0.45 and ticks >= 20
+                with pytest.raises(SlotOccupied):
+                    await bank.ainsert(B, "taken")
+            finally:
+                store.close()
+
+    run(scenario())
+    bank = sync_store.bank("default")
+    assert bank.get(B).payload == LESSON and bank.check() == []
+    sync_store.close()
+
+
+@pytest.mark.integration
+def test_postgres_async_pool_and_threads_lose_no_update() -> None:
+    from psycopg_pool import AsyncConnectionPool
+
+    from genmem.memory.postgres_store import PostgresBankStore
+    from tests import _postgres
+
+    conninfo = _postgres.fresh_schema()
+    sync_store = PostgresBankStore(conninfo)
+    bank = sync_store.create_bank("default", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
+    bank.insert(A, "v1")
+
+    async def scenario() -> None:
+        pool = AsyncConnectionPool(conninfo, kwargs={"autocommit": True}, max_size=4, open=False)
+        async with pool:
+            store = PostgresBankStore(conninfo, async_pool=pool)
+            try:
+                await _async_and_thread_writers(bank, await store.abank("default"))
+            finally:
+                store.close()
+
+    run(scenario())
+    _check_no_update_lost(bank)
+    sync_store.close()
