@@ -55,7 +55,7 @@ def run_tasks(
     stop = threading.Event()
 
     def guarded(item: T) -> R:
-        if stop.is_set():  # a worker may pick a task up before the caller can cancel it
+        if stop.is_set():  # a fault in another worker, seen before this caller's loop saw it
             raise _NotStarted
         try:
             return fn(item)
@@ -63,30 +63,45 @@ def run_tasks(
             stop.set()
             raise
 
+    # The workers never take a task on their own: this thread hands one out each time one
+    # finishes. Ctrl-C reaches this thread only, and Python raises it here before it runs any
+    # further code, so once it is pressed nothing new starts, however late this thread wakes.
+    # (With every task queued at once an idle worker went on taking them meanwhile.)
     pool = ThreadPoolExecutor(min(concurrency, len(todo)), thread_name_prefix="genmem-task")
-    futures = {pool.submit(guarded, item): item for item in todo}
-    pending: set[Future[R]] = set(futures)
+    queue = iter(todo)
+    running: dict[Future[R], T] = {}
     error: BaseException | None = None
+
+    def start_next() -> bool:
+        """Hand the next task to a worker; False when none is left."""
+        for item in queue:
+            running[pool.submit(guarded, item)] = item
+            return True
+        return False
+
     try:
-        while pending:
+        while True:
             try:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                while not stop.is_set() and len(running) < concurrency and start_next():
+                    pass
+                if not running:
+                    break
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
             except KeyboardInterrupt as exc:  # Ctrl-C: keep what is running, start nothing
                 if isinstance(error, KeyboardInterrupt):
                     raise  # a second Ctrl-C: stop waiting for the runs under way
                 error = error or exc
                 stop.set()
-                _cancel(pending)
                 continue
             for future in done:
-                exc = None if future.cancelled() else future.exception()
-                if future.cancelled() or isinstance(exc, _NotStarted):
+                item = running.pop(future)
+                exc = future.exception()
+                if isinstance(exc, _NotStarted):
                     continue
                 if exc is not None:
                     error = error or exc
-                    _cancel(pending)
                     continue
-                yield futures[future], future.result()
+                yield item, future.result()
         if error is not None:
             raise error
     finally:
@@ -96,11 +111,6 @@ def run_tasks(
 
 class _NotStarted(Exception):
     """A task skipped because the pool was stopping."""
-
-
-def _cancel(futures: Iterable[Future[Any]]) -> None:
-    for future in futures:
-        future.cancel()
 
 
 def samples_in_process(chat: Any) -> bool:
