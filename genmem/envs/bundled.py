@@ -20,6 +20,7 @@ __all__ = [
     "read_gsm8k",
     "read_jsonl",
     "replace_jsonl",
+    "replace_text",
 ]
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -106,6 +107,18 @@ def _line(obj: Any) -> bytes:
     """One JSONL line (a pydantic model or a JSON-able value), newline included."""
     text = obj.model_dump_json() if hasattr(obj, "model_dump_json") else json.dumps(obj)
     return (text + "\n").encode("utf-8")
+
+
+def replace_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: a kill leaves the old
+    file or the new one, never part of it."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def replace_jsonl(path: str | Path, objs: Iterable[Any]) -> None:

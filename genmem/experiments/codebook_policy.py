@@ -103,6 +103,7 @@ class AlignedHits(BaseModel):
     policy: str = Field(description="The policy directory (--model local:DIR).")
     steps: int
     train_seconds: float
+    candidates: int = Field(description="Candidates each method proposed per question.")
     heldout: int = Field(description="Held-out questions scored.")
     own_hit_at_1: Rate = Field(description="Reference first in the policy's own beam.")
     own_hit_at_5: Rate = Field(description="Reference in the first 5 of the policy's beam.")
@@ -130,6 +131,7 @@ def align_and_score(
     bank_url: str, out: Path, settings: PolicySettings, *, progress: bool = True
 ) -> AlignedHits:
     """Align a policy on ``bank_url`` into ``out`` (unless done) and score its held-out hits."""
+    from genmem.envs.bundled import replace_text
     from genmem.experiments.retrieval_eval import (
         baseline_ranker,
         evaluate_retrieval,
@@ -148,6 +150,11 @@ def align_and_score(
             f"{out} holds a finished alignment of {done.get('steps')} steps, not "
             f"{settings.align_steps}: give that step count, or another --out"
         )
+    saved = out / "hits.json"  # the scores of this policy, kept for a rerun
+    if done is not None and saved.is_file():
+        hits = AlignedHits.model_validate_json(saved.read_text(encoding="utf-8"))
+        if hits.candidates == settings.candidates and hits.steps == settings.align_steps:
+            return hits
     bank = open_bank(bank_url)
     report = done or _align(bank, out, settings, progress)
     pairs = load_pairs(out / "heldout_pairs.jsonl", spec=bank.spec)
@@ -171,8 +178,9 @@ def align_and_score(
         p.query: {name: r.per_query[i].hit_at_5 for name, r in hits.items()}
         for i, p in enumerate(pairs)
     }
-    return AlignedHits(
+    hits = AlignedHits(
         policy=str(out),
+        candidates=k,
         steps=int(report["steps"]),
         train_seconds=float(report.get("seconds", 0.0)),
         heldout=len(pairs),
@@ -183,6 +191,8 @@ def align_and_score(
         tfidf_hit_at_5=rate([r.hit_at_5 for r in reports["tfidf"].per_query]),
         per_query=per_query,
     )
+    replace_text(saved, hits.model_dump_json(indent=2) + "\n")
+    return hits
 
 
 def _once(rank: Any) -> Any:

@@ -169,43 +169,33 @@ def test_codebook_ablation_with_and_without_the_prefix(tmp_path: Path, capsys) -
 def test_codebook_ablation_aligns_a_policy_per_bank_and_scores_tasks(
     tmp_path: Path, capsys
 ) -> None:
-    """One command, one table: an aligned policy per shape, its held-out hits and task scores."""
+    """One command, one table: an aligned policy per shape, its held-out hits and task scores.
+    (One bank, to keep it small; tests/experiments/test_codebook_policy.py pairs rows.)"""
     out = tmp_path / "abl"
     preset = tmp_path / "tiny.yaml"
     preset.write_text("base: cpu-lora\nper_device_train_batch_size: 2\nmax_length: 128\n")
     args = ["experiment", "codebooks", "--distill", "reference", "--size", "80", "--prefix", "with"]
-    args += ["--configs", "8,4,2;8,8", "--heldout", "0.25", "--candidates", "5"]
+    args += ["--configs", "8,4,2", "--heldout", "0.25", "--candidates", "5"]
     args += ["--align-steps", "1", "--config", str(preset), "--eval-size", "0"]
     args += ["--limit", "1", "--max-steps", "1", "--max-new-tokens", "8", "--out", str(out)]
     assert main([*args, "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    heldout = set()
-    for row in result["rows"]:
-        aligned, tasks = row["aligned"], row["tasks"]
-        policy = Path(aligned["policy"])
-        assert policy == out / "align" / row["label"] and aligned["steps"] == 1
-        pairs = [json.loads(x) for x in (policy / "heldout_pairs.jsonl").read_text().splitlines()]
-        assert aligned["heldout"] == len(pairs) > 0 and set(aligned["per_query"]) == {
-            p["query"] for p in pairs
-        }
-        heldout.add(frozenset(aligned["per_query"]))
-        assert aligned["own_hit_at_1"]["rate"] <= aligned["own_hit_at_5"]["rate"] <= 1
-        # the policy records its alignment to this bank, so the task runs address with it
-        assert tasks["n"] == 1 and tasks["addresser"] == "generative" and tasks["errors"] == 0
-        assert tasks["vs_none"]["n"] == 1
-    assert len(heldout) == 1  # every bank held out the same questions: the rows pair
-    (pair,) = result["paired"].items()
-    assert pair[0] == "8x4x2-prefix - 8x8-prefix"
-    assert pair[1]["sid_hit_at_5"]["n"] == len(next(iter(heldout)))
-    assert pair[1]["task_score"]["n"] == 1
+    (row,) = result["rows"]
+    aligned, tasks = row["aligned"], row["tasks"]
+    policy = Path(aligned["policy"])
+    assert policy == out / "align" / "8x4x2-prefix" and aligned["steps"] == 1
+    pairs = [json.loads(x) for x in (policy / "heldout_pairs.jsonl").read_text().splitlines()]
+    assert aligned["heldout"] == len(pairs) > 0
+    assert set(aligned["per_query"]) == {p["query"] for p in pairs}
+    assert aligned["own_hit_at_1"]["rate"] <= aligned["own_hit_at_5"]["rate"] <= 1
+    # the policy records its alignment to this bank, so the task run addresses with it
+    assert tasks["n"] == 1 and tasks["addresser"] == "generative" and tasks["errors"] == 0
+    assert tasks["vs_none"]["n"] == 1 and result["none_score"] is not None
     table = (out / "codebooks.md").read_text()
     assert "aligned Hit@5" in table and "task score (sid)" in table and "(generative)" in table
-    # a rerun reuses the finished alignments and the task records
-    stamps = [(out / "align" / r["label"] / "report.json").stat().st_mtime for r in result["rows"]]
+    # a rerun reuses the finished alignment, its scores and the task records
+    kept = [(policy / name).stat().st_mtime for name in ("report.json", "hits.json")]
     assert main([*args, "--json"]) == 0
-    again = json.loads(capsys.readouterr().out)
-    assert [r["aligned"] for r in again["rows"]] == [r["aligned"] for r in result["rows"]]
-    assert [r["tasks"] for r in again["rows"]] == [r["tasks"] for r in result["rows"]]
-    assert stamps == [
-        (out / "align" / r["label"] / "report.json").stat().st_mtime for r in result["rows"]
-    ]
+    again = json.loads(capsys.readouterr().out)["rows"][0]
+    assert (again["aligned"], again["tasks"]) == (aligned, tasks)
+    assert kept == [(policy / name).stat().st_mtime for name in ("report.json", "hits.json")]

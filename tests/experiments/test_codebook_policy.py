@@ -22,7 +22,7 @@ def _hits(per_query: dict[str, bool]) -> AlignedHits:
     flags = list(per_query.values())
     r = rate(flags)
     return AlignedHits(
-        policy="p", steps=1, train_seconds=0.0, heldout=len(flags), own_hit_at_1=r,
+        policy="p", steps=1, train_seconds=0.0, candidates=5, heldout=len(flags), own_hit_at_1=r,
         own_hit_at_5=r, reranked_hit_at_5=r, quantizer_hit_at_5=r, tfidf_hit_at_5=r,
         per_query={q: {"sid": h, "sid_reranked": h} for q, h in per_query.items()},
     )  # fmt: skip
