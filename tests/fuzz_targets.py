@@ -555,8 +555,10 @@ def _check_composed(out: dict[str, Any], url: str, read: list[str]) -> str:
     assert payload == out["payload"]  # what the model wrote, unwrapped, and nothing else
     sources = tuple(_ENTRIES[s] for s in read)
     others = tuple(_ENTRIES[s] for s in read if s != update["sid"])
-    verdict = WriteGate(sources=sources, config=COMPOSE_GATE, memory=others).check(payload)
-    assert verdict.action != "reject", (payload, verdict)
+    previous = _ENTRIES.get(update["sid"]) if update["op"] == "revise" else None
+    gate = WriteGate(sources=sources, config=COMPOSE_GATE, memory=others)
+    verdict = gate.check(payload, previous=previous)  # as the bank runs it
+    assert verdict.action == "write", (payload, verdict)
     return ACCEPTED
 
 

@@ -296,7 +296,6 @@ class _Stages:
         self.out = out
         self.chat = chat
         self.concurrency = concurrency
-        out.mkdir(parents=True, exist_ok=True)
         self.attempts_path = out / "attempts.jsonl"
         self.assess_path = out / "assessments.jsonl"
         self.experiences_path = out / "experiences.jsonl"

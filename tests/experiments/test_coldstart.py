@@ -175,6 +175,7 @@ def test_extraction_sends_junk_records_to_failures_with_the_gates_reason(tmp_pat
     assert "experience 0" in failure["errors"][0]
     # with the gate off the junk is kept, as asked
     chat = _Replies([{"experiences": [junk]}])
+    (tmp_path / "off").mkdir()
     stages = _Stages(env, ColdStartConfig(max_records=2, gate=False), tmp_path / "off", chat)
     assert [x.index for x in stages._extract_one(task, tries, {})] == [0]
 
@@ -262,6 +263,7 @@ def test_a_query_killed_between_its_records_is_extracted_again_once(tmp_path, mo
     config = ColdStartConfig(max_records=2)
 
     def extract(out, replies: int) -> list:
+        out.mkdir(exist_ok=True)
         chat = _Replies([{"experiences": records}] * replies)
         return _Stages(env, config, out, chat).extract([task], tries, {}, progress=False)
 
