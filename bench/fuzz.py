@@ -2,9 +2,10 @@
 
 Runs each target of ``tests/fuzz_targets.py`` (SIDs, coordinator replies, ``memory_lookup``
 arguments through a LangGraph ToolNode, bank URLs, task files, corrupted codebook directories,
-policy records, update records) and counts how many examples were accepted and how many were
-refused with the input's typed error. Anything else is a failure: Hypothesis shrinks it, the
-bench prints it and exits 1. Examples are derandomised, so a rerun draws the same inputs.
+policy records, update records, model replies to the closed loop, fusion and decomposition) and
+counts how many examples were accepted and how many were refused with the input's typed error.
+Anything else is a failure: Hypothesis shrinks it, the bench prints it and exits 1. Examples are
+derandomised, so a rerun draws the same inputs.
 
     python bench/fuzz.py                       # 10,000 examples per target
     python bench/fuzz.py --examples 500 --targets sid,bank_url --json

@@ -2,7 +2,8 @@
 
 Each :class:`Target` names an input (an SID string, a coordinator reply, the arguments a model
 passes to ``memory_lookup``, a bank URL, a task file, a codebook directory, a policy record, an
-update record), a Hypothesis strategy that writes arbitrary and near-valid versions of it, and
+update record, what a chat model replies to the closed loop's roles, to fusion and to
+decomposition), a Hypothesis strategy that writes arbitrary and near-valid versions of it, and
 a check that feeds one example in. The check returns ``"accepted"`` or ``"refused"`` (a typed
 error: the input's own error classes); anything else escapes and is a failure. Targets that
 touch a bank also assert that a refused input changed nothing in it.
