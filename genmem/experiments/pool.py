@@ -72,18 +72,18 @@ def run_tasks(
     running: dict[Future[R], T] = {}
     error: BaseException | None = None
 
-    def start_next() -> bool:
-        """Hand the next task to a worker; False when none is left."""
+    def fill() -> None:
+        """Hand the next tasks to the idle workers (none once stopping)."""
         for item in queue:
             running[pool.submit(guarded, item)] = item
-            return True
-        return False
+            if stop.is_set() or len(running) >= concurrency:
+                return
 
     try:
         while True:
             try:
-                while not stop.is_set() and len(running) < concurrency and start_next():
-                    pass
+                if not stop.is_set() and len(running) < concurrency:
+                    fill()
                 if not running:
                     break
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -101,6 +101,8 @@ def run_tasks(
                 if exc is not None:
                     error = error or exc
                     continue
+                if not stop.is_set():  # keep the workers busy while the caller takes this one
+                    fill()
                 yield item, future.result()
         if error is not None:
             raise error
