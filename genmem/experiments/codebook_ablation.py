@@ -293,8 +293,9 @@ def ablation_table(report: AblationReport) -> str:
         "MSE/dim held-out", "cand. hit", "Hit@1", "Hit@5", "held-out Hit@1", "held-out Hit@5",
     ]  # fmt: skip
     if aligned:
-        head += ["aligned Hit@1", "aligned Hit@5", "aligned reranked Hit@5",
-                 "quantizer reranked Hit@5", "TF-IDF reranked Hit@5"]  # fmt: skip
+        head += ["aligned Hit@1", "aligned Hit@5", "TF-IDF Hit@5", "aligned - TF-IDF",
+                 "aligned reranked Hit@5", "TF-IDF reranked Hit@5", "aligned - TF-IDF reranked",
+                 "quantizer reranked Hit@5"]  # fmt: skip
     if tasks:
         head += ["task score (sid)", "sid - none"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -307,18 +308,18 @@ def ablation_table(report: AblationReport) -> str:
         ]  # fmt: skip
         if aligned:
             a = r.aligned
+            at5 = a.hit_at_5 if a else {}
+            vs = a.vs_tfidf if a else {}
             cells += [
-                pct(a and a.own_hit_at_1), pct(a and a.own_hit_at_5),
-                pct(a and a.reranked_hit_at_5), pct(a and a.quantizer_hit_at_5),
-                pct(a and a.tfidf_hit_at_5),
+                pct(a and a.hit_at_1["sid"]), pct(at5.get("sid")), pct(at5.get("tfidf")),
+                _diff(vs.get("sid - tfidf")), pct(at5.get("sid_reranked")),
+                pct(at5.get("tfidf_reranked")), _diff(vs.get("sid_reranked - tfidf_reranked")),
+                pct(at5.get("quantizer_reranked")),
             ]  # fmt: skip
         if tasks:
             t = r.tasks
             diff = t.vs_none if t else None
-            cells += [
-                pct(t and t.score) + (f" ({t.addresser})" if t else ""),
-                "" if diff is None else format_interval(diff.diff, diff.ci, signed=True),
-            ]
+            cells += [pct(t and t.score) + (f" ({t.addresser})" if t else ""), _diff(diff)]
         lines.append("| " + " | ".join(cells) + " |")
     first = report.rows[0]
     lines += [
@@ -339,10 +340,16 @@ def ablation_table(report: AblationReport) -> str:
         )
     for pair, diffs in report.paired.items():
         parts = [
-            f"{name} {format_interval(d.diff, d.ci, signed=True)} (n={d.n}, {d.wins} wins, "
-            f"{d.losses} losses)"
+            f"{name} {_diff(d)} (n={d.n}, {d.wins} wins, {d.losses} losses)"
             for name, d in diffs.items()
         ]
         lines.append(f"{pair}: " + "; ".join(parts))
     lines.append(describe(report.intervals))
     return "\n".join(lines)
+
+
+def _diff(diff: PairedDiff | None) -> str:
+    """A paired difference in points with its interval ("" for none)."""
+    from genmem.experiments.stats import format_interval
+
+    return "" if diff is None else format_interval(diff.diff, diff.ci, signed=True)

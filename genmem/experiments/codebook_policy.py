@@ -29,6 +29,7 @@ from genmem.errors import GenMemError
 from genmem.experiments.stats import DEFAULT_INTERVALS, IntervalSettings, PairedDiff
 
 __all__ = [
+    "METHODS",
     "AlignedHits",
     "AlignmentMismatch",
     "PolicySettings",
@@ -97,19 +98,25 @@ class PolicySettings:
             raise ValueError(f"candidates={self.candidates}: Hit@5 needs at least 5")
 
 
+METHODS = ("sid", "sid_reranked", "tfidf", "tfidf_reranked", "quantizer_reranked")
+"""What :class:`AlignedHits` scores: the aligned policy's own beam and TF-IDF's own list, each
+also through the reranker, and the quantizer's candidates through the reranker."""
+
+
 class AlignedHits(BaseModel):
-    """An aligned policy's addresses on the questions its alignment held out."""
+    """An aligned policy's addresses on the questions its alignment held out, beside TF-IDF."""
 
     policy: str = Field(description="The policy directory (--model local:DIR).")
     steps: int
     train_seconds: float
     candidates: int = Field(description="Candidates each method proposed per question.")
     heldout: int = Field(description="Held-out questions scored.")
-    own_hit_at_1: Rate = Field(description="Reference first in the policy's own beam.")
-    own_hit_at_5: Rate = Field(description="Reference in the first 5 of the policy's beam.")
-    reranked_hit_at_5: Rate = Field(description="The policy's beam, then the reranker.")
-    quantizer_hit_at_5: Rate = Field(description="The quantizer's candidates, reranked.")
-    tfidf_hit_at_5: Rate = Field(description="TF-IDF's candidates, reranked.")
+    hit_at_1: dict[str, Rate] = Field(description="Per method of METHODS.")
+    hit_at_5: dict[str, Rate] = Field(description="Per method of METHODS.")
+    vs_tfidf: dict[str, PairedDiff] = Field(
+        description="Hit@5, paired by question: 'sid - tfidf' (each its own list) and "
+        "'sid_reranked - tfidf_reranked' (both through the reranker)."
+    )
     per_query: dict[str, dict[str, bool]] = Field(
         description="Question -> method -> Hit@5, for differences paired across rows."
     )
@@ -139,6 +146,7 @@ def align_and_score(
         reranker_fn,
         sid_ranker,
     )
+    from genmem.experiments.stats import paired_difference
     from genmem.memory.location import open_bank
     from genmem.policies.addressing import bank_quantizer
     from genmem.policies.baselines import TfidfRetriever
@@ -152,43 +160,57 @@ def align_and_score(
         )
     saved = out / "hits.json"  # the scores of this policy, kept for a rerun
     if done is not None and saved.is_file():
-        hits = AlignedHits.model_validate_json(saved.read_text(encoding="utf-8"))
-        if hits.candidates == settings.candidates and hits.steps == settings.align_steps:
+        try:
+            hits = AlignedHits.model_validate_json(saved.read_text(encoding="utf-8"))
+        except ValueError:  # written by an older version: scored again
+            hits = None
+        if hits and hits.candidates == settings.candidates and hits.steps == settings.align_steps:
             return hits
     bank = open_bank(bank_url)
     report = done or _align(bank, out, settings, progress)
     pairs = load_pairs(out / "heldout_pairs.jsonl", spec=bank.spec)
     rerank = reranker_fn(Reranker(bank, RerankConfig()))
-    policy_rank = _once(sid_ranker(_generator(out, bank)))  # one beam, scored twice
-    k = settings.candidates
-
-    def run(rank: Any, reranked: bool) -> Any:
-        return evaluate_retrieval(
-            pairs, rank, k, rerank=rerank if reranked else None, spec=bank.spec, progress=progress
-        )
-
-    own = run(policy_rank, False)
-    reports = {
-        "sid_reranked": run(policy_rank, True),
-        "quantizer": run(sid_ranker(bank_quantizer(bank, "occupied")), True),
-        "tfidf": run(baseline_ranker(TfidfRetriever.from_bank(bank)), True),
+    policy = _once(sid_ranker(_generator(out, bank)))  # one beam, scored twice
+    tfidf = _once(baseline_ranker(TfidfRetriever.from_bank(bank)))
+    rankers = {
+        "sid": (policy, False),
+        "sid_reranked": (policy, True),
+        "tfidf": (tfidf, False),
+        "tfidf_reranked": (tfidf, True),
+        "quantizer_reranked": (sid_ranker(bank_quantizer(bank, "occupied")), True),
     }
-    hits = {"sid": own} | reports
+    reports = {
+        name: evaluate_retrieval(
+            pairs,
+            rank,
+            settings.candidates,
+            rerank=rerank if reranked else None,
+            spec=bank.spec,
+            progress=progress,
+        )
+        for name, (rank, reranked) in rankers.items()
+    }
     per_query = {
-        p.query: {name: r.per_query[i].hit_at_5 for name, r in hits.items()}
+        p.query: {name: r.per_query[i].hit_at_5 for name, r in reports.items()}
         for i, p in enumerate(pairs)
+    }
+    flags = {
+        name: {p.query: float(h[name]) for p, h in zip(pairs, per_query.values(), strict=True)}
+        for name in reports
+    }
+    vs = {
+        f"{a} - {b}": paired_difference(flags[a], flags[b])
+        for a, b in (("sid", "tfidf"), ("sid_reranked", "tfidf_reranked"))
     }
     hits = AlignedHits(
         policy=str(out),
-        candidates=k,
+        candidates=settings.candidates,
         steps=int(report["steps"]),
         train_seconds=float(report.get("seconds", 0.0)),
         heldout=len(pairs),
-        own_hit_at_1=rate([r.hit_at_1 for r in own.per_query]),
-        own_hit_at_5=rate([r.hit_at_5 for r in own.per_query]),
-        reranked_hit_at_5=rate([r.hit_at_5 for r in reports["sid_reranked"].per_query]),
-        quantizer_hit_at_5=rate([r.hit_at_5 for r in reports["quantizer"].per_query]),
-        tfidf_hit_at_5=rate([r.hit_at_5 for r in reports["tfidf"].per_query]),
+        hit_at_1={n: rate([q.hit_at_1 for q in r.per_query]) for n, r in reports.items()},
+        hit_at_5={n: rate([q.hit_at_5 for q in r.per_query]) for n, r in reports.items()},
+        vs_tfidf={name: d for name, d in vs.items() if d is not None},
         per_query=per_query,
     )
     replace_text(saved, hits.model_dump_json(indent=2) + "\n")

@@ -187,12 +187,18 @@ def test_codebook_ablation_aligns_a_policy_per_bank_and_scores_tasks(
     pairs = [json.loads(x) for x in (policy / "heldout_pairs.jsonl").read_text().splitlines()]
     assert aligned["heldout"] == len(pairs) > 0
     assert set(aligned["per_query"]) == {p["query"] for p in pairs}
-    assert aligned["own_hit_at_1"]["rate"] <= aligned["own_hit_at_5"]["rate"] <= 1
+    assert set(aligned["hit_at_5"]) == set(aligned["hit_at_1"]) == {
+        "sid", "sid_reranked", "tfidf", "tfidf_reranked", "quantizer_reranked"
+    }  # fmt: skip
+    for method, at5 in aligned["hit_at_5"].items():
+        assert aligned["hit_at_1"][method]["rate"] <= at5["rate"] <= 1
+    for name in ("sid - tfidf", "sid_reranked - tfidf_reranked"):
+        assert aligned["vs_tfidf"][name]["n"] == len(pairs)
     # the policy records its alignment to this bank, so the task run addresses with it
     assert tasks["n"] == 1 and tasks["addresser"] == "generative" and tasks["errors"] == 0
     assert tasks["vs_none"]["n"] == 1 and result["none_score"] is not None
     table = (out / "codebooks.md").read_text()
-    assert "aligned Hit@5" in table and "task score (sid)" in table and "(generative)" in table
+    assert "aligned - TF-IDF" in table and "task score (sid)" in table and "(generative)" in table
     # a rerun reuses the finished alignment, its scores and the task records
     kept = [(policy / name).stat().st_mtime for name in ("report.json", "hits.json")]
     assert main([*args, "--json"]) == 0

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from genmem.experiments.codebook_policy import (
+    METHODS,
     AlignedHits,
     AlignmentMismatch,
     PolicySettings,
@@ -19,12 +20,11 @@ from genmem.experiments.codebook_policy import (
 
 
 def _hits(per_query: dict[str, bool]) -> AlignedHits:
-    flags = list(per_query.values())
-    r = rate(flags)
+    r = rate(list(per_query.values()))
     return AlignedHits(
-        policy="p", steps=1, train_seconds=0.0, candidates=5, heldout=len(flags), own_hit_at_1=r,
-        own_hit_at_5=r, reranked_hit_at_5=r, quantizer_hit_at_5=r, tfidf_hit_at_5=r,
-        per_query={q: {"sid": h, "sid_reranked": h} for q, h in per_query.items()},
+        policy="p", steps=1, train_seconds=0.0, candidates=5, heldout=len(per_query),
+        hit_at_1={m: r for m in METHODS}, hit_at_5={m: r for m in METHODS}, vs_tfidf={},
+        per_query={q: dict.fromkeys(METHODS, h) for q, h in per_query.items()},
     )  # fmt: skip
 
 
