@@ -41,7 +41,7 @@ from genmem.graph._runtime import bank_from_runtime
 from genmem.graph.retriever import MemoryContext, extract_answer
 from genmem.memory.bank import Bank
 from genmem.memory.data_block import unwrap_echo
-from genmem.memory.gate import DEFAULT_GATE, GateConfig, WriteGate, check_join
+from genmem.memory.gate import DEFAULT_GATE, GateConfig, WriteGate, check_join, check_payload
 from genmem.memory.records import Update
 from genmem.policies.addressing import Addresser, addresser_name, check_addresser
 from genmem.policies.backends import load_chat_model
@@ -193,6 +193,12 @@ def _write(
         if not payload.strip():  # an empty revision is a deletion, which the gate never sees
             result = bank.refuse(sid, op, gate.check(payload), actor=cfg.actor)
             return {"update": result.model_dump(mode="json"), "error": None}
+        if op == "revise":  # the gate's `copied` is an insert rule; a composition that copies
+            # another entry it read over its target is no composition either
+            copy = check_payload(payload, memory=others, config=cfg.gate)
+            if copy.reason == "copied":
+                result = bank.refuse(sid, op, copy, actor=cfg.actor)
+                return {"update": result.model_dump(mode="json"), "error": None}
         update = Update(op=op, sid=sid, payload=payload, expected_version=expected)
         result = bank.apply(update, actor=cfg.actor, gate=gate, metadata=provenance)
     except GenMemError as exc:

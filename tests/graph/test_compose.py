@@ -200,3 +200,18 @@ def test_an_empty_reply_deletes_nothing_it_is_refused(bank_url, reply: str) -> N
     after = [(e.sid, e.version, e.payload) for e in open_bank(bank_url).entries()]
     assert after == sorted([*before, (str(C), 1, FUSED)])
     assert [e.outcome for e in bank.events()][-3:] == ["rejected", "inserted", "rejected"]
+
+
+def test_a_composition_may_not_copy_another_entry_over_its_target(bank_url) -> None:
+    """Found by fuzzing at 10,000 examples: the gate's ``copied`` rule is an insert rule, so a
+    rebuilt target could become a verbatim copy of a neighbour it read."""
+    bank = open_bank(bank_url)
+    bank.insert(C, FUSED)
+    app = build_decompose_graph(Scripted(replies={"judge": "7", "rebuild": MILK})).compile()
+    out = app.invoke({"sid": str(C)}, context={"bank_url": bank_url})
+    assert (out["update"]["outcome"], out["update"]["reason"]) == ("rejected", "copied")
+    assert [v.payload for v in bank.history(C)] == [FUSED]
+    # fusing onto A: a copy of B over it is refused the same way
+    copy_b = _fuse(bank_url, Scripted(replies={"fuse": MILK}), A, [str(A), str(B)])
+    assert (copy_b["update"]["outcome"], copy_b["update"]["reason"]) == ("rejected", "copied")
+    assert [v.payload for v in bank.history(A)] == [EGGS]
