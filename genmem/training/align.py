@@ -17,7 +17,6 @@ from the untrained policy's point at step 0.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -210,15 +209,15 @@ def _before(
     progress: bool,
 ) -> dict[str, PrefixAccuracy]:
     """The untrained policy's accuracy: measured once, kept in ``before.json`` for later pieces."""
+    from genmem.envs.bundled import replace_text
+
     path = out / "before.json"
     if resume and path.is_file():
         saved = json.loads(path.read_text(encoding="utf-8"))
         return {name: PrefixAccuracy.model_validate(acc) for name, acc in saved.items()}
     before = _score(policy, spec, pairs, ks, progress)
     body = {name: acc.model_dump(mode="json") for name, acc in before.items()}
-    tmp = path.with_name(f".{path.name}.tmp")  # renamed when whole: a kill leaves all or none
-    tmp.write_text(json.dumps(body) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    replace_text(path, json.dumps(body) + "\n")  # a kill leaves all of it or none
     return before
 
 
