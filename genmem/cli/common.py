@@ -59,6 +59,18 @@ def add_budget_arguments(p: argparse.ArgumentParser, *, max_steps: int = 3) -> N
     )
 
 
+def add_interactor_argument(p: argparse.ArgumentParser) -> None:
+    """``--interactor``: how the game-playing sub-agent acts (the same in every command)."""
+    p.add_argument(
+        "--interactor",
+        choices=("tools", "rank"),
+        default="tools",
+        help="how the interactor plays a game (TextWorld, ALFWorld): tools (default) writes tool "
+        "calls; rank scores every valid command by the model's likelihood and plays the best, "
+        "which a small local model can do (local models only)",
+    )
+
+
 def add_concurrency_argument(p: argparse.ArgumentParser) -> None:
     """``--concurrency N``: how many tasks run at once (one flag, one help, every command)."""
     p.add_argument(
@@ -103,10 +115,10 @@ def add_source_argument(p: argparse.ArgumentParser) -> None:
     """``--source``: what a seed bank is built from (the same in every command)."""
     p.add_argument(
         "--source",
-        choices=["gsm8k", "qa"],
+        choices=["gsm8k", "qa", "textworld"],
         default="gsm8k",
-        help="GSM8K training problems (default) or the bundled QA questions (needs --distill "
-        "abstract)",
+        help="GSM8K training problems (default), the bundled QA questions, or TextWorld "
+        "training games (the last two need --distill abstract)",
     )
 
 

@@ -13,6 +13,7 @@ from genmem.cli.common import (
     add_addresser_argument,
     add_budget_arguments,
     add_concurrency_argument,
+    add_interactor_argument,
     add_sid_model_argument,
     check_concurrency,
     emit,
@@ -81,6 +82,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-rerank", action="store_true", help="use candidates in their own order")
     p.add_argument("--memory-k", type=positive_int, default=5, help="entries a lookup returns (5)")
     add_budget_arguments(p)
+    add_interactor_argument(p)
     add_concurrency_argument(p)
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--json", action="store_true", help="print one JSON summary object")
@@ -143,6 +145,7 @@ def _eval(args: argparse.Namespace) -> int:
             memory_k=args.memory_k,
             max_steps=args.max_steps,
             max_new_tokens=args.max_new_tokens,
+            interactor=args.interactor,
         )
     except ValueError as exc:
         raise CLIError(first_error(exc)) from None

@@ -11,6 +11,7 @@ from genmem.cli.common import (
     add_addresser_argument,
     add_budget_arguments,
     add_concurrency_argument,
+    add_interactor_argument,
     add_sid_model_argument,
     emit,
     positive_int,
@@ -80,6 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(by default their t0 runs are reused: same graph, task and snapshot)",
     )
     add_budget_arguments(p)
+    add_interactor_argument(p)
     add_concurrency_argument(p)
     p.add_argument("--out", required=True, help="output folder (rerun it to resume)")
     p.add_argument("--json", action="store_true", help="print one JSON summary object")
@@ -134,6 +136,7 @@ def _evolve(args: argparse.Namespace) -> int:
             memory_k=args.memory_k,
             max_steps=args.max_steps,
             max_new_tokens=args.max_new_tokens,
+            interactor=args.interactor,
             seed=max(args.seed, 0),
             temperature=args.temperature,
             seeds=args.seeds,

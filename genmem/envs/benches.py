@@ -107,7 +107,7 @@ def new_bench_name(dataset: str, split: str) -> str:
     return dataset
 
 
-_TEXTWORLD_TRAIN_SEED = 10_000
+TEXTWORLD_TRAIN_SEED = 10_000
 """TextWorld's train split: games seeded from here, far from the test set's seeds."""
 
 
@@ -189,7 +189,7 @@ def open_bench(name: str, options: BenchOptions | None = None) -> Environment:
     if name in ("textworld-train", "textworld-test"):
         from genmem.envs.textworld_env import TextWorldConfig, TextWorldEnvironment
 
-        seed = options.seed + (_TEXTWORLD_TRAIN_SEED if name == "textworld-train" else 0)
+        seed = options.seed + (TEXTWORLD_TRAIN_SEED if name == "textworld-train" else 0)
         return TextWorldEnvironment(TextWorldConfig(n_games=options.games, seed=seed))
     if name == "alfworld":
         from genmem.envs.alfworld_env import ALFWorldConfig, ALFWorldEnvironment

@@ -185,6 +185,16 @@ class GameEpisode:
         """Release the game."""
         self.game.close()
 
+    def view(self) -> dict[str, Any]:
+        """What an agent may read of the episode now: observation, valid commands, done, won."""
+        state = self._state
+        return {
+            "observation": state.observation if state else "",
+            "commands": [] if self.done or state is None else list(state.commands),
+            "done": self.done,
+            "won": self.won,
+        }
+
     def _budget(self) -> str:
         return f"{self.steps} of {self.max_steps} steps used"
 
@@ -220,13 +230,19 @@ class _StepInput(BaseModel):
 def game_tools(
     episode: Callable[[], GameEpisode], *, prefix: str, game: str
 ) -> tuple[BaseTool, BaseTool]:
-    """The ``<prefix>_reset`` and ``<prefix>_step`` tools over the episode ``episode()`` returns."""
+    """The ``<prefix>_reset`` and ``<prefix>_step`` tools over the episode ``episode()`` returns.
 
-    def reset() -> str:
-        return episode().reset()
+    Each returns its text and, as the tool message's artifact, :meth:`GameEpisode.view` (the
+    valid commands in a structured form, for agents that choose among them).
+    """
 
-    def step(command: str) -> str:
-        return episode().step(command)
+    def reset() -> tuple[str, dict[str, Any]]:
+        text = episode().reset()
+        return text, episode().view()
+
+    def step(command: str) -> tuple[str, dict[str, Any]]:
+        text = episode().step(command)
+        return text, episode().view()
 
     reset_tool = StructuredTool.from_function(
         func=reset,
@@ -235,6 +251,7 @@ def game_tools(
             f"Restart the {game} game from its beginning and see the opening observation and "
             "the valid commands. Steps already used stay used."
         ),
+        response_format="content_and_artifact",
     )
     step_tool = StructuredTool.from_function(
         func=step,
@@ -244,6 +261,7 @@ def game_tools(
             "next. Only a listed command is played; anything else is answered with the list."
         ),
         args_schema=_StepInput,
+        response_format="content_and_artifact",
     )
     return reset_tool, step_tool
 
@@ -255,7 +273,9 @@ class TextGameEnvironment(Environment):
     before the graph runs and :meth:`finish` after it. :meth:`score` reads the episode.
     """
 
-    metric_names = ("success",)
+    metric_names = ("success", "budget_left")
+    """``budget_left``: the share of the step budget left when the game was won (0 if not),
+    which tells a quick win from one found by trying everything."""
     tool_prefix = "game"
     outcome_observable = True  # the episode itself says whether it was won
     concurrent_tasks = False  # the tools act on the one open episode
@@ -266,6 +286,7 @@ class TextGameEnvironment(Environment):
         self._task_id: str | None = None
         self._episode: GameEpisode | None = None
         self._won: dict[str, bool] = {}
+        self._left: dict[str, float] = {}
 
     @abstractmethod
     def _open(self, task: Task) -> TextGame:
@@ -305,6 +326,7 @@ class TextGameEnvironment(Environment):
             return
         if self._task_id is not None:
             self._won[self._task_id] = self._episode.won
+            self._left[self._task_id] = self._budget_left(self._episode)
         episode, self._episode, self._task_id = self._episode, None, None
         episode.close()
 
@@ -319,11 +341,23 @@ class TextGameEnvironment(Environment):
             "score it before or after env.finish(task)"
         )
 
+    @staticmethod
+    def _budget_left(episode: GameEpisode) -> float:
+        if not episode.won:
+            return 0.0
+        return round(1.0 - episode.steps / episode.max_steps, 4)
+
     def score(self, task: Task, answer: str | None) -> Outcome:
         """1.0 when the game was won in the task's episode (``answer`` is ignored)."""
         success = self.won(task)
         value = 1.0 if success else 0.0
-        return Outcome(score=value, success=success, metrics={"success": value})
+        if self._episode is not None and self._task_id == task.id:
+            left = self._budget_left(self._episode)
+        else:
+            left = self._left.get(task.id, 0.0)
+        return Outcome(
+            score=value, success=success, metrics={"success": value, "budget_left": left}
+        )
 
 
 # --------------------------------------------------------------------------------------------

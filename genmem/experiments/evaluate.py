@@ -90,6 +90,10 @@ class EvalSettings(BaseModel):
     max_new_tokens: int | None = Field(
         default=None, ge=1, description="Reply cap of every model call (None: the backend's)."
     )
+    interactor: Literal["tools", "rank"] = Field(
+        default="tools",
+        description="How the game interactor acts: tool calls, or ranking the valid commands.",
+    )
 
     def model_post_init(self, __context: Any) -> None:
         """Validate the method list and that memory methods have a bank."""
@@ -266,7 +270,8 @@ def evaluate(
                     ),
                     evolver_config=EvolverConfig(addresser=settings.addresser),
                     planner_config=StackPlannerConfig(
-                        budget=StackBudget(max_steps=settings.max_steps)
+                        budget=StackBudget(max_steps=settings.max_steps),
+                        interactor=settings.interactor,
                     ),
                     solver_tools=tools.solver,
                     research_tools=tools.research,

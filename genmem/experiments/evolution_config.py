@@ -64,6 +64,10 @@ class EvolveConfig(BaseModel):
     memory_k: int = Field(default=5, ge=1, le=50)
     max_steps: int = Field(default=3, ge=1)
     max_new_tokens: int | None = Field(default=None, ge=1)
+    interactor: Literal["tools", "rank"] = Field(
+        default="tools",
+        description="How the game interactor acts: tool calls, or ranking the valid commands.",
+    )
     seed: int = Field(default=0, ge=0, description="Seed of the probe sample.")
     temperature: float | None = Field(
         default=None,

@@ -62,7 +62,9 @@ class EvolveRunner:
                 addresser=cfg.addresser,
             ),
             evolver_config=EvolverConfig(addresser=cfg.addresser),
-            planner_config=StackPlannerConfig(budget=StackBudget(max_steps=cfg.max_steps)),
+            planner_config=StackPlannerConfig(
+                budget=StackBudget(max_steps=cfg.max_steps), interactor=cfg.interactor
+            ),
             solver_tools=self.tools.solver,
             research_tools=self.tools.research,
             interactor_tools=self.tools.interactor,

@@ -30,6 +30,7 @@ from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from genmem.envs.bundled import GSM8K_TRAIN, append_jsonl, jsonl_rows, read_gsm8k
+from genmem.memory.build import source_query
 
 __all__ = [
     "DistillMode",
@@ -55,7 +56,7 @@ matching the query's words against its own copy in the payload), or that procedu
 names and numbers replaced by placeholders (so it shares with its problem only the kind of
 things counted and the operations)."""
 
-SeedSource = Literal["gsm8k", "qa"]
+SeedSource = Literal["gsm8k", "qa", "textworld"]
 """Where a seed bank's experiences come from."""
 
 _CALC = re.compile(r"<<[^>]*>>")
@@ -80,7 +81,9 @@ class SeedBankConfig(BaseModel):
         description="Refuse junk experiences (the write gate, grounded in the problem).",
     )
     source: SeedSource = Field(
-        default="gsm8k", description="GSM8K training problems, or the bundled QA questions."
+        default="gsm8k",
+        description="GSM8K training problems, the bundled QA questions, or TextWorld training "
+        "games (generated from the textworld-train seeds).",
     )
     prefix: bool = Field(
         default=True,
@@ -90,6 +93,11 @@ class SeedBankConfig(BaseModel):
 
     @model_validator(mode="after")
     def _qa_is_abstract(self) -> SeedBankConfig:
+        if self.source == "textworld" and self.distill != "abstract":
+            raise ValueError(
+                f"--distill {self.distill}: a TextWorld seed bank is written from each training "
+                "game's walkthrough as an abstract experience; use --distill abstract"
+            )
         if self.source == "qa":
             if self.distill != "abstract":
                 raise ValueError(
@@ -310,7 +318,7 @@ def _build(cfg: SeedBankConfig, base: Path, progress: bool) -> SeedBank:
     else:
         write = _writer(cfg)
         texts = [write(r["question"], r["answer"]) for r in chosen]
-    source = "gsm8k-train" if cfg.source == "gsm8k" else "qa-train"
+    source = f"{cfg.source}-train"
     records = [
         ExperienceRecord(
             text=t,
@@ -363,12 +371,21 @@ def _writer(cfg: SeedBankConfig, fallback: Any = None) -> Any:
         from genmem.experiments.qa_experience import qa_abstract_experience
 
         return lambda question, answer: qa_abstract_experience(question, [answer])
+    if cfg.source == "textworld":
+        from genmem.experiments.game_experience import textworld_experience
+
+        return textworld_experience
     return _WRITERS.get(cfg.distill, fallback) if fallback else _WRITERS[cfg.distill]
 
 
 def _rows(cfg: SeedBankConfig) -> list[dict[str, Any]]:
     """The source rows a bank of ``cfg`` reads: enough for its entries and its codebook fit."""
     n = max(cfg.fit_size, cfg.size)
+    if cfg.source == "textworld":
+        from genmem.envs.benches import TEXTWORLD_TRAIN_SEED
+        from genmem.experiments.game_experience import textworld_seed_rows
+
+        return textworld_seed_rows(n, seed=TEXTWORLD_TRAIN_SEED)
     return read_gsm8k(GSM8K_TRAIN, limit=n) if cfg.source == "gsm8k" else qa_seed_rows()[:n]
 
 
@@ -433,6 +450,9 @@ def seed_pairs(bank: Any, limit: int | None = None) -> list[dict[str, str]]:
     for entry in bank.entries():
         for src in (entry.metadata or {}).get("sources", []):
             kind = src.get("source")
+            if kind == "textworld-train" and source_query(src):  # the game's opening
+                pairs.append({"query": source_query(src), "reference_sid": str(entry.sid)})
+                continue
             if kind not in sources:
                 continue
             if sources[kind] is None:

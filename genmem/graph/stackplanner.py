@@ -57,6 +57,7 @@ from genmem.graph.planner_actions import (
     action_schema_text,
     parse_decision,
 )
+from genmem.graph.ranked_actor import RankedActor
 from genmem.graph.stack import InvalidStackEdit, StackBudget, TaskStack, approx_tokens
 from genmem.graph.trajectory import StepRecord, Trajectory, extend_or_reset
 from genmem.memory.data_block import data_block
@@ -144,6 +145,9 @@ class SubAgent:
     """System prompt; empty uses the shipped prompt for the name (or a generic one)."""
     max_tool_calls: int = 8
     """Tool calls one delegation may make before it has to report."""
+    act: Literal["tools", "rank"] = "tools"
+    """``tools``: the model writes tool calls; ``rank``: it ranks a game's valid commands by
+    likelihood and plays the best (:mod:`genmem.graph.ranked_actor`; local models only)."""
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,39}", self.name or ""):
@@ -152,6 +156,10 @@ class SubAgent:
             raise ValueError(f"sub-agent {self.name!r} needs a description for the coordinator")
         if self.max_tool_calls < 1:
             raise ValueError(f"sub-agent {self.name!r}: max_tool_calls must be >= 1")
+        if self.act not in ("tools", "rank"):
+            raise ValueError(f"sub-agent {self.name!r}: act={self.act!r}; use 'tools' or 'rank'")
+        if self.act == "rank" and not self.tools:
+            raise ValueError(f"sub-agent {self.name!r}: act='rank' needs a game's tools")
         object.__setattr__(self, "tools", tuple(self.tools))
 
 
@@ -195,6 +203,7 @@ def default_subagents(
     solver_tools: Sequence[BaseTool] = (),
     research_tools: Sequence[BaseTool] = (),
     interactor_tools: Sequence[BaseTool] = (),
+    interactor: Literal["tools", "rank"] = "tools",
 ) -> list[SubAgent]:
     """The shipped sub-agents: always the solver; research and interactor when given tools."""
     agents = [SubAgent("solver", DEFAULT_AGENTS["solver"], tuple(solver_tools))]
@@ -202,7 +211,14 @@ def default_subagents(
         agents.append(SubAgent("research", DEFAULT_AGENTS["research"], tuple(research_tools)))
     if interactor_tools:
         agents.append(
-            SubAgent("interactor", DEFAULT_AGENTS["interactor"], tuple(interactor_tools), "", 30)
+            SubAgent(
+                "interactor",
+                DEFAULT_AGENTS["interactor"],
+                tuple(interactor_tools),
+                "",
+                30,
+                act=interactor,
+            )
         )
     return agents
 
@@ -222,11 +238,15 @@ class StackPlannerConfig:
     see the whole task as context, so a delegated task need only say which part to do; a
     small model stuck in a repetition loop stops at this cap)."""
     fallback_solver: bool = True
-    """When a run ends with no answer at all, give the whole task to the solver once."""
+    """When a run ends with no answer at all, give the whole task to one sub-agent once: the
+    interactor when the environment gave one (only it can act there), else the solver."""
     two_stage: bool = True
     """Take a constrained decision in two calls, the action kind and then its fields, because
     lm-format-enforcer merges a union's members; backends that constrain unions faithfully
     (vLLM's guided decoding) can take it in one call with ``False``."""
+    interactor: Literal["tools", "rank"] = "tools"
+    """How the shipped interactor acts in a game: by writing tool calls, or (``rank``, local
+    models only) by ranking the valid commands by likelihood and playing the best."""
 
     def __post_init__(self) -> None:
         if self.max_stack_chars < 200:
@@ -235,6 +255,8 @@ class StackPlannerConfig:
             raise ValueError(f"max_field_chars={self.max_field_chars}: use at least 20")
         if self.structured not in ("auto", "on", "off"):
             raise ValueError(f"structured={self.structured!r}: use 'auto', 'on' or 'off'")
+        if self.interactor not in ("tools", "rank"):
+            raise ValueError(f"interactor={self.interactor!r}: use 'tools' or 'rank'")
 
 
 _COORDINATOR = """\
@@ -336,11 +358,14 @@ class _SubAgentRunner:
         self.prompt = _prompt_for(agent)
         self._graph: Any = None
 
-    def run(self, task: str, overall: str | None = None) -> tuple[str, list[dict[str, Any]]]:
+    def run(
+        self, task: str, overall: str | None = None, support: str | None = None
+    ) -> tuple[str, list[dict[str, Any]]]:
         """The report text and the tool calls made, as (name, args, observation) dicts.
 
         ``overall`` (the whole task) is shown as context unless the sub-task already quotes it,
-        so a terse delegation still reaches an agent that can see the problem.
+        so a terse delegation still reaches an agent that can see the problem. ``support`` is
+        the coordinator's to pass on: a tool-calling sub-agent sees only its sub-task.
         """
         if overall and overall.strip() and overall.strip() not in task:
             task = f"The overall task, for context:\n{overall.strip()}\n\nYour sub-task:\n{task}"
@@ -413,6 +438,7 @@ def build_stackplanner_graph(
             solver_tools=solver_tools,
             research_tools=research_tools,
             interactor_tools=interactor_tools,
+            interactor=cfg.interactor,
         )
     )
     if not team:
@@ -420,7 +446,10 @@ def build_stackplanner_graph(
     names = [a.name for a in team]
     if len(set(names)) != len(names):
         raise ValueError(f"sub-agent names must be distinct; got {names}")
-    runners = {a.name: _SubAgentRunner(a, worker) for a in team}
+    runners = {
+        a.name: RankedActor(a, worker) if a.act == "rank" else _SubAgentRunner(a, worker)
+        for a in team
+    }
     structured_ok = _supports_schema(lead, coordinator_schema(names), cfg)
     system = coordinator_prompt(team, staged=structured_ok and cfg.two_stage)
 
@@ -545,7 +574,7 @@ def build_stackplanner_graph(
             step["stack_edits"] = [edit]
             return {"stack": new.model_dump(), "steps": [step], "observation": edit}
         assert isinstance(action, DelegateAction)
-        report, calls = runners[action.agent].run(action.task, state["query"])
+        report, calls = runners[action.agent].run(action.task, state["query"], state.get("support"))
         answer = report_answer(report)
         content = report[:_REPORT_CHARS] if report else "(empty report)"
         stack = stack.push("result", content, agent=action.agent, task=action.task)
@@ -586,19 +615,41 @@ def build_stackplanner_graph(
                 answer = _last_report_line(TaskStack.model_validate(state.get("stack") or {}))
                 if answer is not None:
                     reason += "; no report stated an answer, so the latest report's last line"
-            if answer is None and cfg.fallback_solver and "solver" in runners:
-                report, _ = runners["solver"].run(state["query"])
-                answer = report_answer(report) or (report.strip().splitlines() or [None])[-1]
+            status = "budget"
+        # The interactor, where the environment gave one, is the one that can act on it; a run
+        # that never let it act has not attempted an environment's task, whatever it answered.
+        fallback = "interactor" if "interactor" in runners else "solver"
+        idle = fallback == "interactor" and not any(
+            s.get("agent") == "interactor" for s in state.get("steps", [])
+        )
+        if cfg.fallback_solver and fallback in runners and (answer is None or idle):
+            report, calls = runners[fallback].run(state["query"], None, state.get("support"))
+            answer = report_answer(report) or (report.strip().splitlines() or [None])[-1]
+            steps.append(
+                _step(
+                    state,
+                    agent=fallback,
+                    action="fallback",
+                    arguments={"task": state["query"]},
+                    observation=report[:_REPORT_CHARS],
+                )
+            )
+            for i, call in enumerate(calls, 1):
                 steps.append(
                     _step(
                         state,
-                        agent="solver",
-                        action="fallback",
-                        arguments={"task": state["query"]},
-                        observation=report[:_REPORT_CHARS],
+                        offset=i,
+                        agent=fallback,
+                        action="tool",
+                        arguments={"tool": call["name"], "args": call["args"]},
+                        observation=call["observation"],
                     )
                 )
-                reason += "; the solver answered the whole task as a fallback"
+            why = "never let it act" if idle else "ended without an answer"
+            reason = (reason + "; " if reason else "") + (
+                f"the run {why}, so the {fallback} took the whole task as a fallback"
+            )
+        if status != "finished" or idle:
             status = "budget" if answer else "failed"
         all_steps = [*state.get("steps", []), *steps]
         trajectory = Trajectory(

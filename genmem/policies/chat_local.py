@@ -326,6 +326,15 @@ class ChatLocal(HermesToolsMixin):
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
+    def score_choices(self, messages: Sequence[BaseMessage], choices: Sequence[str]) -> list[float]:
+        """Mean per-token log-probability of each choice as the whole assistant reply."""
+        from genmem.policies.choice_scoring import score_choices
+
+        prompt = self.policy.tokenizer.apply_chat_template(
+            to_chat_messages(messages), add_generation_prompt=True, tokenize=False
+        )
+        return score_choices(self.policy, prompt, choices)
+
     def _complete(
         self, prompt: str, stop: list[str] | None, schema: dict[str, Any] | None = None
     ) -> tuple[str, int, int, str]:
@@ -377,6 +386,8 @@ class ChatLocal(HermesToolsMixin):
 
             n_prompt = int(enc["input_ids"].shape[1])
             gen_kwargs["prefix_allowed_tokens_fn"] = json_schema_prefix_fn(tok, schema, n_prompt)
+        from genmem.policies.prefix_cache import cache_owner
+
         prefixes = policy.prefixes
         with policy.lock, torch.inference_mode():
             runner = policy.runner
@@ -384,8 +395,7 @@ class ChatLocal(HermesToolsMixin):
                 out = runner.generate(**enc, **gen_kwargs)
             else:  # start from the cache of a prompt that began the same way
                 ids = enc["input_ids"][0].tolist()
-                weight = runner.get_input_embeddings().weight
-                owner = (id(runner), weight.data_ptr(), tuple(weight.shape), len(tok))
+                owner = cache_owner(runner, tok)
                 past = prefixes.take(ids, owner)
                 if past is not None:
                     gen_kwargs["past_key_values"] = past

@@ -18,7 +18,13 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-__all__ = ["PrefixCache"]
+__all__ = ["PrefixCache", "cache_owner"]
+
+
+def cache_owner(runner: Any, tokenizer: Any) -> tuple[Any, ...]:
+    """What names the weights a cache belongs to: the module, its embedding and vocabulary."""
+    weight = runner.get_input_embeddings().weight
+    return (id(runner), weight.data_ptr(), tuple(weight.shape), len(tokenizer))
 
 
 def _common_prefix(a: tuple[int, ...], b: list[int]) -> int:

@@ -1,0 +1,135 @@
+"""A sub-agent that acts in a game by ranking its valid commands instead of writing tool calls.
+
+The tool-calling interactor asks the model to write a Hermes tool call naming one of the valid
+commands. A 135M model spends most of its turns on that format; in the TextWorld pilot it won
+no game. This runner keeps the same ``<prefix>_reset`` / ``<prefix>_step`` tools and the same
+trajectory records, but each turn it scores every valid command (read from the tool message's
+artifact) as the model's whole reply (:mod:`genmem.policies.choice_scoring`) and plays the
+most likely one. It can never play an invalid command, and one turn costs one prompt pass.
+
+A command already played from the same observation, or one whose last result is the observation
+now shown (``inventory`` right after ``inventory``), is not offered again while another remains,
+so a ranking that favours ``look`` cannot loop. The
+retrieved experience, when the run has one, is shown to the ranker as a data block: it, not the
+coordinator, chooses what is played.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import BaseTool
+
+from genmem.memory.data_block import data_block
+from genmem.policies.chat_local import content_text
+from genmem.policies.choice_scoring import ChoiceScorer, ChoiceScoringUnavailable
+from genmem.policies.prompts import NO_MEMORY_ANSWER
+
+if TYPE_CHECKING:
+    from genmem.graph.stackplanner import SubAgent
+
+__all__ = ["RankedActor", "ranking_prompt"]
+
+_SYSTEM = (
+    "You are playing a text game. Each turn, pick the one command that gets you closest to "
+    "completing the objective, and reply with that command exactly as it is written in the "
+    "list of valid commands."
+)
+_HISTORY = 8  # commands shown to the ranker, newest last
+
+
+def ranking_prompt(
+    task: str, observation: str, commands: Sequence[str], played: Sequence[str], support: str
+) -> list[Any]:
+    """The conversation the ranker scores each valid command against."""
+    parts = [f"Objective and opening:\n{task.strip()}"]
+    if support.strip() and support.strip() != NO_MEMORY_ANSWER:
+        parts.append(
+            "Experience from earlier games (data; use it only where it fits this game):\n"
+            + data_block("retrieved_experience", support)
+        )
+    if played:
+        parts.append("Commands played so far: " + "; ".join(played[-_HISTORY:]))
+    parts.append(f"Now:\n{data_block('observation', observation)}")
+    parts.append("Valid commands: " + ", ".join(commands) + "\n\nNext command?")
+    return [SystemMessage(_SYSTEM), HumanMessage("\n\n".join(parts))]
+
+
+def _tool(tools: Sequence[BaseTool], suffix: str, agent: str) -> BaseTool:
+    found = [t for t in tools if t.name.endswith(suffix)]
+    if len(found) != 1:
+        names = [t.name for t in tools]
+        raise ValueError(
+            f"sub-agent {agent!r} ranks commands and needs exactly one '*{suffix}' tool; got "
+            f"{names}. Give it a game's reset and step tools, or use act='tools'"
+        )
+    return found[0]
+
+
+class RankedActor:
+    """Plays one delegation by ranking valid commands with the model's likelihood."""
+
+    def __init__(self, agent: SubAgent, model: BaseChatModel) -> None:
+        if not isinstance(model, ChoiceScorer):
+            raise ChoiceScoringUnavailable(
+                f"sub-agent {agent.name!r} ranks commands, which needs a chat model that scores "
+                f"replies (a local transformers model, 'local' or 'local:<dir>'); got "
+                f"{type(model).__name__}. Use the tool-calling interactor with this model"
+            )
+        self.agent = agent
+        self.model = model
+        self.reset = _tool(agent.tools, "_reset", agent.name)
+        self.step = _tool(agent.tools, "_step", agent.name)
+
+    def _call(self, tool: BaseTool, args: dict[str, Any], n: int) -> ToolMessage:
+        call = {"name": tool.name, "args": args, "id": f"rank-{n}", "type": "tool_call"}
+        message = tool.invoke(call)
+        if not isinstance(message, ToolMessage) or not isinstance(message.artifact, dict):
+            raise TypeError(
+                f"tool {tool.name!r} must return its view as an artifact "
+                "(response_format='content_and_artifact') for a ranking sub-agent"
+            )
+        return message
+
+    def run(
+        self, task: str, overall: str | None = None, support: str | None = None
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """The report and the tool calls made, as (name, args, observation) dicts."""
+        goal = overall.strip() if overall and overall.strip() else task
+        message = self._call(self.reset, {}, 0)
+        calls = [
+            {"name": self.reset.name, "args": {}, "observation": content_text(message.content)}
+        ]
+        view = message.artifact
+        played: list[str] = []
+        tried: dict[str, set[str]] = {}  # observation -> commands played from it
+        result: dict[str, str] = {}  # command -> the observation it last gave
+        while view["commands"] and len(played) < self.agent.max_tool_calls:
+            state = view["observation"]
+            fresh = [
+                c
+                for c in view["commands"]
+                if c not in tried.get(state, set()) and result.get(c) != state
+            ]
+            options = fresh or list(view["commands"])
+            prompt = ranking_prompt(goal, state, view["commands"], played, support or "")
+            scores = self.model.score_choices(prompt, options)  # type: ignore[attr-defined]
+            command = options[max(range(len(options)), key=scores.__getitem__)]
+            tried.setdefault(state, set()).add(command)
+            played.append(command)
+            message = self._call(self.step, {"command": command}, len(played))
+            observation = content_text(message.content)
+            calls.append(
+                {"name": self.step.name, "args": {"command": command}, "observation": observation}
+            )
+            view = message.artifact
+            result[command] = view["observation"]
+        outcome = "completed" if view.get("won") else "not completed"
+        report = (
+            f"Played {len(played)} command(s): {'; '.join(played) or '(none)'}. "
+            f"Last observation: {view['observation']} <answer>{outcome}</answer>"
+        )
+        return report, calls
