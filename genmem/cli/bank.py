@@ -48,11 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     sd = bsub.add_parser(
         "seed",
-        help="build (or reuse) a GSM8K or QA seed bank and write its retrieval pairs",
+        help="build (or reuse) a GSM8K, QA or TextWorld seed bank and write its retrieval pairs",
         description=(
             "Turns the first --size bundled GSM8K training problems (--source qa: the 300 "
             "bundled HotpotQA and 2Wiki dev questions outside hotpotqa-distractor, as abstract "
-            "experiences) into experiences, fits "
+            "experiences; --source textworld: the first --size textworld-train games, each as "
+            "the plan and commands that won it) into experiences, fits "
             "codebooks on --fit-size of the same kind of text, quantises and stores them "
             "through the write gate (cached under $GENMEM_CACHE/seed/). --pairs writes one "
             '{"query", "reference_sid"} line per training problem, the input of train align '

@@ -334,3 +334,27 @@ def test_seed_a_qa_bank(tmp_path, capsys) -> None:
     info = json.loads(capsys.readouterr().out)
     assert info["bank_id"].startswith("qa-seed-") and info["pairs"] == 48
     assert info["overlap"]["verbatim"] == 0
+
+
+@pytest.mark.slow
+def test_seed_a_textworld_bank_from_training_games(capsys) -> None:
+    """48 textworld-train games (generated here, about 35 s) become 48 won-game experiences."""
+    pytest.importorskip("textworld")
+    from genmem.envs.benches import BenchOptions, open_bench
+    from genmem.experiments.contamination import tasks_in_bank
+    from genmem.memory.location import open_bank
+
+    argv = ["bank", "seed", "--source", "textworld", "--size", "48", "--json"]
+    assert main([*argv, "--distill", "procedure"]) == 2
+    assert "--distill abstract" in capsys.readouterr().err
+    assert main([*argv, "--distill", "abstract"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["bank_id"].startswith("textworld-seed-") and info["pairs"] == 48
+    assert info["rejected"] == {} and info["overlap"]["verbatim"] == 0
+    bank = open_bank(info["url"])
+    payloads = [e.payload for e in bank.entries()]
+    assert all("Plan that won:" in p and "winning commands were" in p for p in payloads)
+    train = open_bench("textworld-train", BenchOptions(games=48)).tasks()
+    test = open_bench("textworld-test", BenchOptions(games=3)).tasks()
+    # built from the training games' openings, never from a test game's
+    assert len(tasks_in_bank(bank, train)) == 48 and tasks_in_bank(bank, test) == []
