@@ -39,6 +39,7 @@ _LONGEST = {
     "test_alignment_pauses_resumes_and_ends_as_an_uninterrupted_run": 110,
     "test_symbols_on_the_real_model_and_seed_bank": 98,
     "test_coldstart_stages_run_on_the_server": 77,
+    "test_seed_a_textworld_bank_from_training_games": 77,
     "test_demo_closed_loop_on_two_gsm8k_problems": 65,
     "test_coldstart_killed_while_writing_its_bank_resumes_to_the_same_bank": 64,
     "test_real_default_model_answers_through_the_graph": 60,

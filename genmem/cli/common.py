@@ -71,6 +71,15 @@ def add_interactor_argument(p: argparse.ArgumentParser) -> None:
     )
 
 
+def check_interactor(args: argparse.Namespace) -> None:
+    """``--interactor rank`` scores replies with a local model's weights: refuse a served one."""
+    if getattr(args, "interactor", "tools") == "rank" and args.model.split(":", 1)[0] != "local":
+        raise CLIError(
+            f"--interactor rank scores commands with a local model's likelihood; --model "
+            f"{args.model!r} is served. Use --model local (or local:DIR), or --interactor tools"
+        )
+
+
 def add_concurrency_argument(p: argparse.ArgumentParser) -> None:
     """``--concurrency N``: how many tasks run at once (one flag, one help, every command)."""
     p.add_argument(

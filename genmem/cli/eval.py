@@ -16,6 +16,7 @@ from genmem.cli.common import (
     add_interactor_argument,
     add_sid_model_argument,
     check_concurrency,
+    check_interactor,
     emit,
     positive_int,
 )
@@ -119,6 +120,7 @@ def bank_or_seed(bank: str | None, out: Path, *, progress: bool) -> str:
 def _eval(args: argparse.Namespace) -> int:
     check_task_source(args)
     check_concurrency(args)
+    check_interactor(args)
     sid_generator = addressing_policy(args.model, args.sid_model)  # a bad spec: exit 2 first
     methods = _methods(args)
     out = Path(args.out)

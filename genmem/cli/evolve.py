@@ -13,6 +13,7 @@ from genmem.cli.common import (
     add_concurrency_argument,
     add_interactor_argument,
     add_sid_model_argument,
+    check_interactor,
     emit,
     positive_int,
 )
@@ -121,6 +122,7 @@ def _evolve(args: argparse.Namespace) -> int:
     from genmem.memory.location import open_bank
 
     check_task_source(args)  # an old spelling or no tasks: exit 2 before any work
+    check_interactor(args)
 
     try:
         config = EvolveConfig(

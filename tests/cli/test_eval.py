@@ -29,6 +29,11 @@ def _json(capsys) -> dict:
         (["--pairs", "p.jsonl", "--methods", "tfidf"], 2, "--pairs needs --bank"),
         (["--bench", "webshop", "--methods", "none"], 1, "WEBSHOP_URL"),
         (["--bench", "alfworld", "--methods", "none"], 1, "alfworld"),
+        (
+            ["--bench", "textworld-test", "--interactor", "rank", "--model", "vllm:http://x#m"],
+            2,
+            "--interactor rank scores commands with a local model",
+        ),
     ],
 )
 def test_bad_input_is_refused_before_anything_runs(
