@@ -16,13 +16,22 @@ The server is the one :mod:`genmem.policies.vllm` describes: a
 :func:`~genmem.policies.vllm.vllm_serve_args` builds its command line (``--max-logprobs`` bounds
 ``k``).
 
-The vLLM API followed is vLLM's ``main`` of 2026, which vLLM 0.31 is cut from (checked in the
-source, not on a GPU): ``CompletionRequest`` in ``vllm/entrypoints/openai/completion/protocol.py``
-(``structured_outputs``, ``use_beam_search``, ``n``, ``length_penalty``, ``logprobs``; the
-``guided_*`` fields were removed in v0.12.0 per ``docs/features/structured_outputs.md``),
-``StructuredOutputsParams``, ``SamplingParams`` and ``BeamSearchParams`` in
-``vllm/sampling_params.py``, and ``LLM.beam_search`` in
-``vllm/entrypoints/generate/beam_search/offline.py``.
+The vLLM API followed is vLLM 0.31.0's released source (read, not run on a GPU):
+``CompletionRequest`` in ``vllm/entrypoints/openai/completion/protocol.py`` (``structured_outputs``,
+``use_beam_search``, ``n``, ``length_penalty``, ``logprobs``, ``add_special_tokens``; the
+``guided_*`` fields were removed in v0.12.0), ``StructuredOutputsParams``, ``SamplingParams`` and
+``BeamSearchParams`` in ``vllm/sampling_params.py``, ``LLM`` in ``vllm/entrypoints/llm.py``, and
+``LLM.beam_search`` in ``vllm/entrypoints/generate/beam_search/offline.py``.
+
+The prompt is already chat-templated, so it holds the BOS token wherever the template puts one:
+vLLM must not add another. The server request says ``add_special_tokens: false`` (vLLM's default
+is true); in this process the prompt is tokenised here without special tokens and handed to vLLM
+as token ids (``LLM.beam_search`` has no tokenisation argument and would add them).
+
+``LLM.beam_search`` asks the engine for ``2 * k`` log-probabilities at each step, which vLLM caps
+at ``max_logprobs`` (default 20), and compiles the regex with the engine's structured-output
+backend, which it cannot resolve from ``"auto"`` (the default). :func:`build_llm_kwargs` sets
+both.
 
 Limitations:
 
@@ -46,18 +55,20 @@ from typing import Any
 
 import httpx
 
-from genmem.errors import InvalidModelOutput, ModelUnavailable
+from genmem.errors import InvalidModelOutput, InvalidModelSpec, ModelUnavailable
 from genmem.memory.sid import DEFAULT_SPEC, SIDSpec
 from genmem.policies.types import SIDCandidate
 from genmem.policies.vllm import VLLMServerConfig, parse_vllm_spec
 
 __all__ = [
+    "DEFAULT_MAX_BEAM_WIDTH",
     "DecodeStats",
     "PromptBuilder",
     "VLLMOfflineSIDGenerator",
     "VLLMServerSIDGenerator",
     "build_beam_search_kwargs",
     "build_completion_request",
+    "build_llm_kwargs",
     "build_sampling_kwargs",
     "parse_beam_search_output",
     "parse_completion_response",
@@ -67,8 +78,17 @@ __all__ = [
 PromptBuilder = Callable[[str], str]
 """Turns a context into the exact prompt text the model completes (e.g. its chat template)."""
 
-_ENGINE_HINT = 'pip install "genmem[gpu]" (vllm==0.31.*, on a machine with a CUDA GPU)'
+_ENGINE_HINT = 'pip install "genmem[gpu]" (vllm==0.31.0, on a machine with a CUDA GPU)'
 _LOGPROBS = 1  # the sampled token's log-probability is always returned with it
+
+DEFAULT_MAX_BEAM_WIDTH = 50
+"""Widest beam an in-process engine is built for unless the caller says otherwise."""
+
+# The backends LLM.beam_search can build a grammar with (vLLM 0.31.0,
+# vllm/entrypoints/generate/beam_search/offline.py, _init_beam_search_structured_output); it
+# raises "Unsupported structured output backend: auto" for the engine's default.
+_BEAM_BACKENDS = ("xgrammar", "guidance", "outlines", "lm-format-enforcer")
+_BEAM_BACKEND = "xgrammar"
 
 
 # --------------------------------------------------------------------------------------------
@@ -136,6 +156,9 @@ def build_completion_request(
         "repetition_penalty": 1.0,
         "logprobs": _LOGPROBS,
         "structured_outputs": {"regex": spec.regex()},
+        # The prompt is chat-templated text that already holds any BOS; vLLM's default (true)
+        # would add a second one.
+        "add_special_tokens": False,
     }
     if k > 1:
         # Rank beams by summed log-probability alone: all valid SIDs have the same length.
@@ -166,6 +189,89 @@ def build_beam_search_kwargs(
         "length_penalty": 0.0,
         "structured_outputs": {"regex": spec.regex()},
     }
+
+
+def _check_max_beam_width(max_beam_width: Any) -> int:
+    if (
+        isinstance(max_beam_width, bool)
+        or not isinstance(max_beam_width, int)
+        or max_beam_width < 1
+    ):
+        raise ValueError(
+            f"max_beam_width={max_beam_width!r} must be an int >= 1 (the largest k the engine "
+            "will be asked for)"
+        )
+    return max_beam_width
+
+
+def _structured_outputs_config(value: Any) -> Any:
+    """The caller's structured-output engine config, with a backend beam search can use."""
+    if value is None:
+        return {"backend": _BEAM_BACKEND}
+    if isinstance(value, Mapping):
+        backend = value.get("backend", _BEAM_BACKEND)
+        value = {**value, "backend": backend}
+    else:  # a vllm.config.StructuredOutputsConfig
+        backend = getattr(value, "backend", None)
+    if backend not in _BEAM_BACKENDS:
+        raise InvalidModelSpec(
+            f"structured_outputs_config backend={backend!r} cannot constrain vLLM's offline beam "
+            f"search, which needs one of {_BEAM_BACKENDS} named explicitly (it raises "
+            f"'Unsupported structured output backend' for 'auto'); pass "
+            f"structured_outputs_config={{'backend': {_BEAM_BACKEND!r}}} or leave it out",
+            spec=backend,
+        )
+    return value
+
+
+def _max_logprobs(value: Any, max_beam_width: int) -> int:
+    """The caller's ``max_logprobs`` if beam search of ``max_beam_width`` fits under it."""
+    needed = 2 * max_beam_width
+    if value is not None and not isinstance(value, bool) and isinstance(value, int):
+        if value == -1 or value >= needed:  # -1: vLLM's "no cap"
+            return value
+    raise InvalidModelSpec(
+        f"max_logprobs={value!r} cannot serve beam search: vLLM asks for 2 x k "
+        f"log-probabilities at each step, {needed} for max_beam_width={max_beam_width}; pass an "
+        f"int max_logprobs >= {needed} (or -1 for no cap), leave it out, or lower max_beam_width",
+        spec=value,
+    )
+
+
+def build_llm_kwargs(
+    llm_kwargs: Mapping[str, Any] | None = None,
+    *,
+    max_beam_width: int = DEFAULT_MAX_BEAM_WIDTH,
+) -> dict[str, Any]:
+    """Keyword arguments of ``vllm.LLM`` for SID decoding: ``llm_kwargs`` plus what beams need.
+
+    Added where the caller left them out: ``generation_config="vllm"`` (only GenMem's sampling
+    settings apply), ``structured_outputs_config={"backend": "xgrammar"}`` (offline beam search
+    cannot resolve ``"auto"``), and ``max_logprobs=2 * max_beam_width`` (beam search asks for
+    that many log-probabilities per step). A caller's value wins unless it would break beam
+    search: backend ``"auto"`` or a ``max_logprobs`` under ``2 * max_beam_width`` (other than
+    -1, no cap) raise :class:`~genmem.errors.InvalidModelSpec`.
+
+    Example:
+        >>> kwargs = build_llm_kwargs({"gpu_memory_utilization": 0.5}, max_beam_width=8)
+        >>> kwargs["max_logprobs"], kwargs["structured_outputs_config"]
+        (16, {'backend': 'xgrammar'})
+    """
+    max_beam_width = _check_max_beam_width(max_beam_width)
+    kwargs = dict(llm_kwargs or {})
+    kwargs.setdefault("generation_config", "vllm")
+    kwargs["structured_outputs_config"] = _structured_outputs_config(
+        kwargs.get("structured_outputs_config")
+    )
+    kwargs["max_logprobs"] = _max_logprobs(
+        kwargs.get("max_logprobs", 2 * max_beam_width), max_beam_width
+    )
+    return kwargs
+
+
+def _token_prompt(prompt: str, tokenizer: Any) -> dict[str, Any]:
+    """A ``vllm.TokensPrompt`` for chat-templated text: no special tokens added to it."""
+    return {"prompt_token_ids": list(tokenizer.encode(prompt, add_special_tokens=False))}
 
 
 def _canonical(text: Any, spec: SIDSpec) -> str | None:
@@ -480,7 +586,9 @@ class VLLMOfflineSIDGenerator(_CountingGenerator):
     """SIDs from a ``vllm.LLM`` in this process: ``generate`` for k=1, ``beam_search`` for k>1.
 
     Both are constrained by the spec's regex (``structured_outputs``); beams that still do not
-    spell one SID are dropped and counted in ``stats``.
+    spell one SID are dropped and counted in ``stats``. Prompts go to vLLM as token ids, encoded
+    without special tokens. An ``llm`` built by hand needs what :func:`build_llm_kwargs` sets;
+    :meth:`from_policy_dir` builds one with it.
     """
 
     def __init__(
@@ -490,9 +598,14 @@ class VLLMOfflineSIDGenerator(_CountingGenerator):
         spec: SIDSpec = DEFAULT_SPEC,
         prompt_builder: PromptBuilder | None = None,
         margin: int = 0,
+        max_beam_width: int | None = None,
     ) -> None:
         _max_tokens(spec, margin)
+        if max_beam_width is not None:
+            _check_max_beam_width(max_beam_width)
         self.llm = llm
+        self.max_beam_width = max_beam_width
+        """Largest ``k`` the engine was built for (None: not known here, vLLM checks it)."""
         self._spec = spec
         self._prompt_builder = prompt_builder or _identity
         self._margin = margin
@@ -507,28 +620,41 @@ class VLLMOfflineSIDGenerator(_CountingGenerator):
         spec: SIDSpec = DEFAULT_SPEC,
         prompt_builder: PromptBuilder | None = None,
         margin: int = 0,
+        max_beam_width: int = DEFAULT_MAX_BEAM_WIDTH,
         **llm_kwargs: Any,
     ) -> VLLMOfflineSIDGenerator:
-        """Load a policy directory into ``vllm.LLM`` (``llm_kwargs`` go to it) and wrap it."""
+        """Load a policy directory into ``vllm.LLM`` and wrap it.
+
+        ``llm_kwargs`` go to ``vllm.LLM`` through :func:`build_llm_kwargs`, which sizes the
+        engine for beams up to ``max_beam_width`` wide.
+        """
+        kwargs = build_llm_kwargs(llm_kwargs, max_beam_width=max_beam_width)
         _import_sampling_params()
         from vllm import LLM
 
-        llm_kwargs.setdefault("generation_config", "vllm")
         return cls(
-            LLM(model=str(path), **llm_kwargs),
+            LLM(model=str(path), **kwargs),
             spec=spec,
             prompt_builder=prompt_builder,
             margin=margin,
+            max_beam_width=max_beam_width,
         )
 
     def generate_batch(self, contexts: Sequence[str], k: int = 1) -> list[list[SIDCandidate]]:
         """:meth:`generate` for several contexts (one list per context, in order)."""
         contexts = _check_contexts(contexts)
         _check_k(k, self._spec)
+        if self.max_beam_width is not None and k > self.max_beam_width:
+            raise ValueError(
+                f"k={k} is wider than max_beam_width={self.max_beam_width}, the beam this "
+                "generator's vLLM engine was sized for (vLLM asks for 2 x k log-probabilities a "
+                f"step); build it with from_policy_dir(..., max_beam_width={k})"
+            )
         if not contexts:
             return []
         sampling_cls, beam_cls, structured_cls = _import_sampling_params()
-        prompts = [{"prompt": self._prompt_builder(c)} for c in contexts]
+        tokenizer = self.llm.get_tokenizer()
+        prompts = [_token_prompt(self._prompt_builder(c), tokenizer) for c in contexts]
         stats = DecodeStats(requests=len(prompts))
         if k == 1:
             kwargs = build_sampling_kwargs(self._spec, margin=self._margin)
@@ -539,7 +665,6 @@ class VLLMOfflineSIDGenerator(_CountingGenerator):
             kwargs = build_beam_search_kwargs(self._spec, k=k, margin=self._margin)
             kwargs["structured_outputs"] = structured_cls(**kwargs["structured_outputs"])
             outputs = self.llm.beam_search(prompts, beam_cls(**kwargs))
-            tokenizer = self.llm.get_tokenizer()
             results = [
                 parse_beam_search_output(
                     o,

@@ -3,26 +3,34 @@ canned vLLM-shaped payloads, and both SID generators against fakes."""
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import doctest
+import inspect
 import json
 import re
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
 
-from genmem.errors import InvalidModelOutput, ModelUnavailable
+from genmem.errors import GenMemError, InvalidModelOutput, InvalidModelSpec, ModelUnavailable
 from genmem.memory.sid import DEFAULT_SPEC, SIDSpec
+from genmem.policies import vllm_sid
 from genmem.policies.types import SIDCandidate, SIDGenerator
 from genmem.policies.vllm_sid import (
+    DEFAULT_MAX_BEAM_WIDTH,
     DecodeStats,
     VLLMOfflineSIDGenerator,
     VLLMServerSIDGenerator,
     build_beam_search_kwargs,
     build_completion_request,
+    build_llm_kwargs,
     build_sampling_kwargs,
     parse_beam_search_output,
     parse_completion_response,
@@ -106,6 +114,221 @@ def test_offline_kwargs() -> None:
     }
     with pytest.raises(ValueError):
         build_beam_search_kwargs(DEFAULT_SPEC, k=0)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_request_does_not_add_a_second_bos(k: int) -> None:
+    # The prompt is chat-templated text holding any BOS already; vLLM 0.31's CompletionRequest
+    # defaults add_special_tokens to True and would prepend another.
+    body = build_completion_request("<s>[INST] q [/INST]", model="m", k=k)
+    assert body["add_special_tokens"] is False
+
+
+# ---------------------------------------------------------------------------------------------
+# vLLM engine arguments
+# ---------------------------------------------------------------------------------------------
+
+
+def test_llm_kwargs_default_to_what_beam_search_needs() -> None:
+    kwargs = build_llm_kwargs()
+    assert kwargs == {
+        "generation_config": "vllm",
+        "structured_outputs_config": {"backend": "xgrammar"},
+        "max_logprobs": 2 * DEFAULT_MAX_BEAM_WIDTH,
+    }
+    assert DEFAULT_MAX_BEAM_WIDTH == 50
+    assert build_llm_kwargs(max_beam_width=8)["max_logprobs"] == 16
+    assert doctest.testmod(vllm_sid).failed == 0
+
+
+def test_llm_kwargs_keep_valid_caller_values() -> None:
+    given = {
+        "gpu_memory_utilization": 0.5,
+        "generation_config": "auto",
+        "structured_outputs_config": {"backend": "guidance", "disable_any_whitespace": True},
+        "max_logprobs": 256,
+    }
+    kwargs = build_llm_kwargs(given, max_beam_width=50)
+    assert kwargs == given
+    assert given["max_logprobs"] == 256  # the caller's mapping is not changed
+    assert build_llm_kwargs({"max_logprobs": -1})["max_logprobs"] == -1  # vLLM: no cap
+    # A config without a backend gets one; the caller's other keys stay.
+    partial = build_llm_kwargs({"structured_outputs_config": {"reasoning_parser": "qwen3"}})
+    assert partial["structured_outputs_config"] == {
+        "reasoning_parser": "qwen3",
+        "backend": "xgrammar",
+    }
+    config = SimpleNamespace(backend="xgrammar")  # a vllm.config.StructuredOutputsConfig
+    assert (
+        build_llm_kwargs({"structured_outputs_config": config})["structured_outputs_config"]
+        is config
+    )
+
+
+@pytest.mark.parametrize(
+    "config",
+    [{"backend": "auto"}, SimpleNamespace(backend="auto"), {"backend": "fast"}],
+    ids=["dict", "config-object", "unknown"],
+)
+def test_llm_kwargs_reject_a_backend_beam_search_cannot_use(config: Any) -> None:
+    with pytest.raises(InvalidModelSpec, match=r"backend=.*'backend': 'xgrammar'") as info:
+        build_llm_kwargs({"structured_outputs_config": config})
+    assert isinstance(info.value, GenMemError) and isinstance(info.value, ValueError)
+    assert info.value.spec in ("auto", "fast")
+
+
+@pytest.mark.parametrize("value", [20, 99, 0, -2, None, True, "100"])
+def test_llm_kwargs_reject_max_logprobs_below_twice_the_beam(value: Any) -> None:
+    with pytest.raises(InvalidModelSpec, match=r"max_logprobs=.*max_logprobs >= 100") as info:
+        build_llm_kwargs({"max_logprobs": value}, max_beam_width=50)
+    assert isinstance(info.value, ValueError)
+    assert info.value.spec == value
+
+
+@pytest.mark.parametrize("width", [0, -1, True, 2.5])
+def test_llm_kwargs_reject_a_bad_max_beam_width(width: Any) -> None:
+    with pytest.raises(ValueError, match="max_beam_width"):
+        build_llm_kwargs(max_beam_width=width)
+
+
+# ---------------------------------------------------------------------------------------------
+# builders against vLLM 0.31.0's own classes: recorded shapes here, the real classes below
+# ---------------------------------------------------------------------------------------------
+
+# Field names and annotations of CompletionRequest, SamplingParams, BeamSearchParams,
+# StructuredOutputsParams, StructuredOutputsConfig, LLM.__init__ and EngineArgs as released in
+# vLLM 0.31.0; each entry names its source file (e.g. vllm/entrypoints/openai/completion/
+# protocol.py, vllm/sampling_params.py, vllm/entrypoints/llm.py, vllm/engine/arg_utils.py).
+RECORDED = json.loads((Path(__file__).parent / "vllm_0_31_0_fields.json").read_text())
+FIELDS: dict[str, dict[str, str]] = {
+    name: entry["fields"] for name, entry in RECORDED["classes"].items()
+}
+# What vllm.LLM(**kwargs) takes: its named parameters, then EngineArgs through **kwargs.
+FIELDS["LLM(**kwargs)"] = {**FIELDS["EngineArgs"], **FIELDS["LLM"]}
+
+
+def _split(annotation: str, sep: str) -> list[str]:
+    """Split at ``sep`` outside brackets."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(annotation):
+        depth += (ch in "[(") - (ch in "])")
+        if ch == sep and depth == 0:
+            parts.append(annotation[start:i].strip())
+            start = i + 1
+    return [*parts, annotation[start:].strip()]
+
+
+def _accepts(annotation: str, value: Any) -> bool:
+    """Whether ``value`` fits a recorded annotation (a union of the forms vLLM uses)."""
+    for part in _split(annotation, "|"):
+        part = RECORDED["aliases"].get(part, part)
+        if part.startswith("Annotated["):
+            ok = _accepts(_split(part[len("Annotated[") : -1], ",")[0], value)
+        elif part.startswith("Literal["):
+            ok = value in ast.literal_eval(part[len("Literal") :])
+        elif part in FIELDS:
+            ok = isinstance(value, Mapping) and not _shape_errors(value, part)
+        elif part.startswith(("dict[", "list[")):
+            ok = isinstance(value, dict if part.startswith("dict") else list)
+        else:
+            ok = {
+                "None": value is None,
+                "bool": isinstance(value, bool),
+                "int": isinstance(value, int) and not isinstance(value, bool),
+                "float": isinstance(value, int | float) and not isinstance(value, bool),
+                "str": isinstance(value, str),
+            }.get(part, False)
+        if ok:
+            return True
+    return False
+
+
+def _shape_errors(kwargs: Mapping[str, Any], cls: str) -> list[str]:
+    """What in ``kwargs`` the recorded ``cls`` does not accept (empty when all of it fits)."""
+    fields = FIELDS[cls]
+    errors = [f"{cls} has no field {key!r}" for key in kwargs if key not in fields]
+    return errors + [
+        f"{cls}.{key}: {fields[key]} does not take {value!r}"
+        for key, value in kwargs.items()
+        if key in fields and not _accepts(fields[key], value)
+    ]
+
+
+def test_recorded_shapes_catch_what_vllm_would_not_take() -> None:
+    assert RECORDED["vllm"] == "0.31.0"
+    assert _shape_errors({"n": 2, "structured_outputs": {"regex": "a"}}, "CompletionRequest") == []
+    assert _shape_errors({"guided_regex": "a"}, "CompletionRequest")  # removed in vLLM 0.12
+    assert _shape_errors({"n": True}, "CompletionRequest")
+    assert _shape_errors({"structured_outputs": {"regexp": "a"}}, "CompletionRequest")
+    assert _shape_errors({"backend": "fast"}, "StructuredOutputsConfig")
+    assert _shape_errors({"max_logprob": 100}, "LLM(**kwargs)")
+
+
+def _builder_outputs() -> list[tuple[str, dict[str, Any]]]:
+    return [
+        ("CompletionRequest", build_completion_request("p", model="m", k=1, margin=1)),
+        ("CompletionRequest", build_completion_request("p", model="m", k=5)),
+        ("SamplingParams", build_sampling_kwargs(DEFAULT_SPEC, margin=1)),
+        ("BeamSearchParams", build_beam_search_kwargs(DEFAULT_SPEC, k=5)),
+    ]
+
+
+@pytest.mark.parametrize(("cls", "kwargs"), _builder_outputs())
+def test_builders_emit_only_recorded_vllm_fields(cls: str, kwargs: dict[str, Any]) -> None:
+    assert _shape_errors(kwargs, cls) == []
+    assert _shape_errors(kwargs["structured_outputs"], "StructuredOutputsParams") == []
+
+
+def test_llm_kwargs_are_recorded_vllm_arguments() -> None:
+    kwargs = build_llm_kwargs({"gpu_memory_utilization": 0.5})
+    assert _shape_errors({"model": "/policy", **kwargs}, "LLM(**kwargs)") == []
+    config = kwargs["structured_outputs_config"]
+    assert _shape_errors(config, "StructuredOutputsConfig") == []
+    assert config["backend"] != "auto"
+
+
+def test_builders_fit_the_installed_vllm_classes() -> None:
+    vllm = pytest.importorskip("vllm")
+    from vllm.config import StructuredOutputsConfig
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.entrypoints.openai.completion.protocol import CompletionRequest
+    from vllm.sampling_params import BeamSearchParams, SamplingParams, StructuredOutputsParams
+
+    real = {
+        "CompletionRequest": set(CompletionRequest.model_fields),
+        "SamplingParams": set(SamplingParams.__struct_fields__),
+        "BeamSearchParams": set(BeamSearchParams.__struct_fields__),
+        "StructuredOutputsParams": {f.name for f in dataclasses.fields(StructuredOutputsParams)},
+        "LLM(**kwargs)": set(inspect.signature(vllm.LLM.__init__).parameters)
+        | {f.name for f in dataclasses.fields(EngineArgs)},
+    }
+    if vllm.__version__ == RECORDED["vllm"]:  # the recording is that release's
+        for cls, names in real.items():
+            assert set(FIELDS[cls]) <= names, cls
+    for text in ("p", "<s>[INST] q [/INST]"):
+        for k in (1, 5):
+            body = build_completion_request(text, model="m", k=k)
+            assert set(body) <= real["CompletionRequest"]  # extra keys would only be logged
+            request = CompletionRequest(**body)
+            assert request.add_special_tokens is False
+            assert request.structured_outputs.regex == DEFAULT_SPEC.regex()
+            assert request.use_beam_search is (k > 1)
+    for cls, params in (
+        (SamplingParams, build_sampling_kwargs(DEFAULT_SPEC)),
+        (BeamSearchParams, build_beam_search_kwargs(DEFAULT_SPEC, k=5)),
+    ):
+        built = cls(
+            **{
+                **params,
+                "structured_outputs": StructuredOutputsParams(**params["structured_outputs"]),
+            }
+        )
+        assert built.structured_outputs.regex == DEFAULT_SPEC.regex()
+    kwargs = build_llm_kwargs()
+    assert set(kwargs) <= real["LLM(**kwargs)"]
+    assert StructuredOutputsConfig(**kwargs["structured_outputs_config"]).backend == "xgrammar"
+    defaults = {f.name: f.default for f in dataclasses.fields(EngineArgs)}
+    assert defaults["max_logprobs"] < kwargs["max_logprobs"] == 100  # vLLM's 20 fits k <= 10
 
 
 # ---------------------------------------------------------------------------------------------
@@ -360,8 +583,20 @@ def _beam(sid: str, per_token: float, eos: bool = False, text: str | None = None
     return SimpleNamespace(tokens=PROMPT_IDS + ids, logprobs=steps, cum_logprob=cum, text=None)
 
 
+BOS_ID = 1
+
+
+def _char_ids(text: str) -> list[int]:
+    return [1000 + ord(ch) for ch in text]
+
+
 class _Tokenizer:
+    """Adds a BOS by default, as Llama-style tokenizers do."""
+
     eos_token_id = EOS_ID
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return [BOS_ID] * add_special_tokens + _char_ids(text)
 
     def decode(self, ids: list[int]) -> str:
         return "".join(VOCAB.get(i, "junk") for i in ids)
@@ -418,7 +653,11 @@ def test_offline_k1_uses_generate_with_regex(fake_vllm: types.ModuleType) -> Non
     assert out[0][0].score == pytest.approx(-0.8)
     kind, prompts, params = llm.calls[0]
     assert kind == "generate"
-    assert prompts == [{"prompt": "[one]"}, {"prompt": "[two]"}]
+    # Token ids encoded without special tokens: vLLM would add a BOS to text prompts.
+    assert prompts == [
+        {"prompt_token_ids": _char_ids("[one]")},
+        {"prompt_token_ids": _char_ids("[two]")},
+    ]
     assert isinstance(params, _SamplingParams)
     assert params.kwargs["temperature"] == 0.0 and params.kwargs["max_tokens"] == 4
     structured = params.kwargs["structured_outputs"]
@@ -434,7 +673,7 @@ def test_offline_k_gt_1_uses_constrained_beam_search(fake_vllm: types.ModuleType
     assert [c.sid for c in out] == [A, B]
     assert [c.score for c in out] == pytest.approx([-0.4, -2.0])
     kind, prompts, params = llm.calls[0]
-    assert kind == "beam_search" and prompts == [{"prompt": "ctx"}]
+    assert kind == "beam_search" and prompts == [{"prompt_token_ids": _char_ids("ctx")}]
     assert isinstance(params, _BeamSearchParams)
     assert params.kwargs["beam_width"] == 3
     assert params.kwargs["max_tokens"] == 4
@@ -445,11 +684,38 @@ def test_offline_k_gt_1_uses_constrained_beam_search(fake_vllm: types.ModuleType
 
 def test_offline_from_policy_dir_builds_llm(fake_vllm: types.ModuleType, tmp_path) -> None:
     gen = VLLMOfflineSIDGenerator.from_policy_dir(tmp_path, gpu_memory_utilization=0.5)
+    # LLM.beam_search rejects the default backend "auto" and asks for 2 x 50 logprobs at k=50.
     assert gen.llm.init_kwargs == {
         "model": str(tmp_path),
         "gpu_memory_utilization": 0.5,
         "generation_config": "vllm",
+        "structured_outputs_config": {"backend": "xgrammar"},
+        "max_logprobs": 100,
     }
+    assert _shape_errors(gen.llm.init_kwargs, "LLM(**kwargs)") == []
+    assert gen.max_beam_width == 50
+    wide = VLLMOfflineSIDGenerator.from_policy_dir(tmp_path, max_beam_width=64, max_logprobs=-1)
+    assert wide.llm.init_kwargs["max_logprobs"] == -1 and wide.max_beam_width == 64
+
+
+def test_offline_from_policy_dir_refuses_a_beam_breaking_engine(
+    fake_vllm: types.ModuleType, tmp_path
+) -> None:
+    with pytest.raises(InvalidModelSpec, match="max_logprobs=20"):
+        VLLMOfflineSIDGenerator.from_policy_dir(tmp_path, max_logprobs=20)
+    with pytest.raises(InvalidModelSpec, match="backend='auto'"):
+        VLLMOfflineSIDGenerator.from_policy_dir(
+            tmp_path, structured_outputs_config={"backend": "auto"}
+        )
+
+
+def test_offline_k_wider_than_the_engine_raises(fake_vllm: types.ModuleType) -> None:
+    llm = _FakeLLM()
+    gen = VLLMOfflineSIDGenerator(llm, max_beam_width=4)
+    with pytest.raises(ValueError, match=r"k=5 .*max_beam_width=5"):
+        gen.generate("ctx", k=5)
+    assert llm.calls == []
+    assert [c.sid for c in gen.generate("ctx", k=4)] == [A, B]
 
 
 def test_offline_without_vllm_names_the_install(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
