@@ -19,11 +19,13 @@ __all__ = [
     "GenMemError",
     "IntegrityError",
     "InvalidBankURL",
+    "InvalidDevice",
     "InvalidModelOutput",
     "InvalidModelSpec",
     "InvalidSID",
     "InvalidUpdate",
     "ModelUnavailable",
+    "RankFailed",
     "ReadOnlyBank",
     "SlotEmpty",
     "SlotOccupied",
@@ -164,6 +166,15 @@ class InvalidModelSpec(GenMemError, ValueError):
         self.spec = spec
 
 
+class InvalidDevice(GenMemError, ValueError):
+    """A local-model device setting that names no usable device, or one its dtype cannot run on."""
+
+    def __init__(self, message: str, *, device: str, dtype: str | None = None) -> None:
+        super().__init__(message)
+        self.device = device
+        self.dtype = dtype
+
+
 class InvalidModelOutput(GenMemError, ValueError):
     """A model reply that does not have the shape asked for (bad JSON, wrong fields)."""
 
@@ -180,6 +191,29 @@ class TooManyFailures(GenMemError, RuntimeError):
         self.failures = failures
         self.limit = limit
         self.last_error = last_error
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # keyword-only fields: rebuilt by name (a training run sends it from one process to all)
+        return (_too_many_failures, (str(self), self.failures, self.limit, self.last_error))
+
+
+def _too_many_failures(message: str, failures: int, limit: int, last_error: str) -> TooManyFailures:
+    return TooManyFailures(message, failures=failures, limit=limit, last_error=last_error)
+
+
+class RankFailed(GenMemError, RuntimeError):
+    """Another process of a training run failed with an error that could not be sent as itself."""
+
+    def __init__(self, message: str, *, rank: int = 0) -> None:
+        super().__init__(message)
+        self.rank = rank
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rank_failed, (str(self), self.rank))
+
+
+def _rank_failed(message: str, rank: int) -> RankFailed:
+    return RankFailed(message, rank=rank)
 
 
 class BankHoldsTasks(GenMemError, ValueError):

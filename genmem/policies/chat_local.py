@@ -391,6 +391,7 @@ class ChatLocal(HermesToolsMixin):
         prefixes = policy.prefixes
         with policy.lock, torch.inference_mode():
             runner = policy.runner
+            enc = enc.to(runner.device)  # a shared load sits on the GPU where there is one
             if prefixes is None:
                 out = runner.generate(**enc, **gen_kwargs)
             else:  # start from the cache of a prompt that began the same way

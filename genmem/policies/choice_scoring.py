@@ -64,6 +64,8 @@ def score_choices(policy: LocalPolicy, prompt: str, choices: Sequence[str]) -> l
     n_prompt = prompt_ids.shape[1]
     with policy.lock, torch.inference_mode():
         model = policy.runner
+        # the prompt and candidates go where the weights are (a GPU for a shared load on one)
+        prompt_ids, ids, mask = (t.to(model.device) for t in (prompt_ids, ids, mask))
         prefixes, owner = policy.prefixes, cache_owner(model, tok)
         ids_list = prompt_ids[0].tolist()
         past = prefixes.take(ids_list, owner) if prefixes is not None else None
@@ -73,8 +75,9 @@ def score_choices(policy: LocalPolicy, prompt: str, choices: Sequence[str]) -> l
         if prefixes is not None:  # a turn's prompt extends the last one: keep it for the next
             prefixes.put(ids_list, copy.deepcopy(past), owner)
         past.batch_repeat_interleave(len(rows))
-        full_mask = torch.cat([torch.ones((len(rows), n_prompt), dtype=torch.long), mask], dim=1)
-        positions = torch.arange(n_prompt, n_prompt + width).unsqueeze(0).expand(len(rows), -1)
+        full_mask = torch.cat([mask.new_ones((len(rows), n_prompt)), mask], dim=1)
+        positions = torch.arange(n_prompt, n_prompt + width, device=ids.device)
+        positions = positions.unsqueeze(0).expand(len(rows), -1)
         tail = model(
             input_ids=ids, attention_mask=full_mask, position_ids=positions, past_key_values=past
         )

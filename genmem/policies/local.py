@@ -1,4 +1,4 @@
-"""Local policy directories, run with transformers on CPU (or one GPU).
+"""Local policy directories, run with transformers on the CPU or a GPU.
 
 The embedded models (SmolLM2-135M-Instruct by default) come from PyPI packages as GGUF files and
 are converted once into the model cache (:mod:`genmem.policies.embedded`).
@@ -11,12 +11,15 @@ training package), with a ``genmem_policy.json`` describing its SID vocabulary.
 from __future__ import annotations
 
 import os
+import re
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from genmem.errors import ModelUnavailable
+from genmem.errors import InvalidDevice, ModelUnavailable
 from genmem.memory.sid import SIDSpec
 from genmem.policies.embedded import (
     DEFAULT_MODEL,
@@ -45,9 +48,11 @@ __all__ = [
     "cache_root",
     "default_gguf_path",
     "import_transformers",
+    "inference_device",
     "int8_copy",
     "load_policy",
     "model_directory",
+    "outside_zero3",
     "save_policy",
 ]
 
@@ -187,6 +192,74 @@ def inference_dtype() -> Dtype:
     return value  # type: ignore[return-value]
 
 
+INFERENCE_DEVICE_ENV = "GENMEM_DEVICE"
+"""Environment variable that picks the device of shared (inference) loads."""
+_DEVICE_FORMS = "auto, cpu, cuda or cuda:N"
+
+
+def inference_device() -> str:
+    """The device shared loads run on, from ``$GENMEM_DEVICE`` (``auto`` when unset).
+
+    ``auto`` is this process's GPU when torch sees one and the CPU otherwise; ``cuda`` is this
+    process's GPU and fails without one; ``cuda:N`` is GPU N; ``cpu`` is the CPU. This process's
+    GPU is ``cuda:$LOCAL_RANK`` under torchrun or accelerate, so each rank's judge or teacher
+    sits beside its own trainee (ranks past the last GPU wrap round), else ``cuda:0``.
+
+    Raises:
+        InvalidDevice: a value of none of these forms, or a GPU that torch does not see.
+    """
+    import torch
+
+    raw = os.environ.get(INFERENCE_DEVICE_ENV, "auto")
+    value = raw.strip().lower()
+    if value == "cpu":
+        return "cpu"
+    if value not in ("auto", "cuda") and not re.fullmatch(r"cuda:\d+", value):
+        raise InvalidDevice(
+            f"{INFERENCE_DEVICE_ENV}={raw!r} is not a device: use {_DEVICE_FORMS}",
+            device=raw,
+        )
+    if not torch.cuda.is_available():
+        if value == "auto":
+            return "cpu"
+        raise InvalidDevice(
+            f"{INFERENCE_DEVICE_ENV}={raw!r} but torch sees no CUDA GPU (torch "
+            f"{torch.__version__}): use auto or cpu, or run where torch sees a GPU",
+            device=raw,
+        )
+    count = torch.cuda.device_count()
+    if value.startswith("cuda:"):
+        index = int(value.removeprefix("cuda:"))
+        if index >= count:
+            raise InvalidDevice(
+                f"{INFERENCE_DEVICE_ENV}={raw!r} but torch sees {count} GPU(s), cuda:0 to "
+                f"cuda:{count - 1}: name one of those, or use auto",
+                device=raw,
+            )
+        return f"cuda:{index}"
+    rank = os.environ.get("LOCAL_RANK", "0")
+    if not rank.strip().isdigit():
+        raise InvalidDevice(
+            f"LOCAL_RANK={rank!r} is not a process index, so {INFERENCE_DEVICE_ENV}={raw!r} "
+            "cannot pick this process's GPU: unset LOCAL_RANK or name the GPU (cuda:N)",
+            device=raw,
+        )
+    return f"cuda:{int(rank) % count}"
+
+
+def _check_device(device: str, dtype: str) -> None:
+    """Refuse a dtype the device cannot run (int8 generation uses CPU-only kernels)."""
+    if dtype == "int8" and device != "cpu":
+        raise InvalidDevice(
+            f"{INFERENCE_DTYPE_ENV}/dtype 'int8' runs on the CPU only (its quantised copy uses "
+            f"torch's CPU kernels), but the device is {device!r} ({INFERENCE_DEVICE_ENV}="
+            f"{os.environ.get(INFERENCE_DEVICE_ENV, 'auto')!r}): set {INFERENCE_DEVICE_ENV}=cpu "
+            "to keep int8, or use float32 or bfloat16 on the GPU",
+            device=device,
+            dtype=dtype,
+        )
+
+
 def int8_copy(model: Any) -> Any:
     """A copy of ``model`` whose ``nn.Linear`` layers (the head too) are dynamic int8, per channel.
 
@@ -222,7 +295,12 @@ def load_policy(
 
     ``fresh=True`` loads a private copy (for training or for adding tokens) instead of the
     shared cached one. ``dtype`` defaults to :func:`inference_dtype` for shared loads and to
-    float32 for fresh ones, which are trained.
+    float32 for fresh ones, which are trained. Shared loads go on :func:`inference_device` (a
+    GPU where there is one); fresh ones on the CPU, where their trainer places them from.
+
+    Raises:
+        ModelUnavailable: not a model directory.
+        InvalidDevice: a bad ``$GENMEM_DEVICE``, or int8 on a GPU.
     """
     directory = model_directory(path)
     if not (directory / "config.json").is_file():
@@ -232,11 +310,13 @@ def load_policy(
             f"model ({', '.join(EMBEDDED_MODELS)})"
         )
     chosen = dtype or ("float32" if fresh else inference_dtype())
-    key = f"{directory.resolve()}@{chosen}"
+    device = "cpu" if fresh else inference_device()
+    _check_device(device, chosen)
+    key = f"{directory.resolve()}@{chosen}@{device}"
     with _CACHE_LOCK:
         if not fresh and key in _CACHE:
             return _CACHE[key]
-        policy = _load(directory, chosen)
+        policy = _load(directory, chosen, device)
         if not fresh:
             policy.replies = ReplyMemo()
             policy.prefixes = PrefixCache()
@@ -263,7 +343,33 @@ def import_transformers() -> None:
         return
 
 
-def _load(directory: Path, dtype: Dtype) -> LocalPolicy:
+@contextmanager
+def outside_zero3(model: Any = None) -> Iterator[None]:
+    """Load (``model`` None) or resize ``model`` whole even while a ZeRO-3 trainer exists.
+
+    Once a DeepSpeed ZeRO-3 training config is live, transformers builds every model it loads,
+    and every embedding it resizes, as ZeRO-3 shards that only that trainer's engine can run.
+    Shared loads (a judge, a teacher) are inference copies no engine runs, so they are built
+    whole; a model whose weights are already shards is left to ZeRO-3.
+    """
+    try:
+        from transformers.integrations import deepspeed as hf_deepspeed
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        yield
+        return
+    sharded = model is not None and any(hasattr(p, "ds_id") for p in model.parameters())
+    live = hf_deepspeed._hf_deepspeed_config_weak_ref
+    if sharded or live is None:
+        yield
+        return
+    hf_deepspeed._hf_deepspeed_config_weak_ref = None
+    try:
+        yield
+    finally:
+        hf_deepspeed._hf_deepspeed_config_weak_ref = live
+
+
+def _load(directory: Path, dtype: Dtype, device: str) -> LocalPolicy:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -271,7 +377,9 @@ def _load(directory: Path, dtype: Dtype) -> LocalPolicy:
     # False is what transformers does for BPE anyway; copies converted earlier still say True.
     tokenizer = AutoTokenizer.from_pretrained(directory, clean_up_tokenization_spaces=False)
     weights = "float32" if dtype == "int8" else dtype
-    model = AutoModelForCausalLM.from_pretrained(directory, dtype=getattr(torch, weights))
+    with outside_zero3():
+        model = AutoModelForCausalLM.from_pretrained(directory, dtype=getattr(torch, weights))
+    model.to(device)
     model.eval()
     _align_eos(tokenizer, model)
     return LocalPolicy(

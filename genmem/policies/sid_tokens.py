@@ -70,7 +70,10 @@ def add_sid_tokens(
     tokenizer.add_tokens(
         [AddedToken(t, special=False, normalized=False) for _, _, t in new], special_tokens=False
     )
-    model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    from genmem.policies.local import outside_zero3
+
+    with outside_zero3(model):  # a shared load under a ZeRO-3 trainer stays whole
+        model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
     matrices = [model.get_input_embeddings().weight]
     out = model.get_output_embeddings()
     if out is not None and out.weight.data_ptr() != matrices[0].data_ptr():
@@ -85,6 +88,6 @@ def add_sid_tokens(
                     continue
                 pieces = tokenizer(_description(level, code), add_special_tokens=False)
                 piece_ids = [i for i in pieces["input_ids"] if i < old_size]
-                w = torch.arange(1, len(piece_ids) + 1, dtype=weight.dtype)
+                w = torch.arange(1, len(piece_ids) + 1, dtype=weight.dtype, device=weight.device)
                 weight[row] = (w[:, None] * base[piece_ids]).sum(dim=0) / w.sum()
     return len(new)

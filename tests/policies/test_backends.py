@@ -58,3 +58,22 @@ def test_role_models_share_models_per_spec() -> None:
         roles.spec_for("critic")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         RoleModels(planner="local")  # type: ignore[call-arg]
+
+
+def test_local_chat_loads_go_on_the_device_the_setting_resolves(monkeypatch) -> None:
+    """The judge, the teacher and the planner (``local`` specs) load on the resolved device."""
+    from genmem.policies import local
+    from genmem.policies.backends import capped_chat_model
+
+    seen = []
+
+    def fake_load(directory, dtype, device):
+        seen.append(device)
+        return local.LocalPolicy(model=None, tokenizer=None, info=local.PolicyInfo(base_model="x"))
+
+    monkeypatch.setattr(local, "_CACHE", {})
+    monkeypatch.setattr(local, "_load", fake_load)
+    monkeypatch.setattr(local, "inference_device", lambda: "cuda:3")
+    judge = capped_chat_model("local", 8)
+    assert judge.policy is capped_chat_model("local", 16).policy
+    assert seen == ["cuda:3"]
