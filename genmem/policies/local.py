@@ -10,11 +10,11 @@ training package), with a ``genmem_policy.json`` describing its SID vocabulary.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -316,7 +316,7 @@ def load_policy(
     with _CACHE_LOCK:
         if not fresh and key in _CACHE:
             return _CACHE[key]
-        policy = _load(directory, chosen, device)
+        policy = _load(directory, chosen, device, shared=not fresh)
         if not fresh:
             policy.replies = ReplyMemo()
             policy.prefixes = PrefixCache()
@@ -343,14 +343,15 @@ def import_transformers() -> None:
         return
 
 
-@contextmanager
+@contextlib.contextmanager
 def outside_zero3(model: Any = None) -> Iterator[None]:
     """Load (``model`` None) or resize ``model`` whole even while a ZeRO-3 trainer exists.
 
     Once a DeepSpeed ZeRO-3 training config is live, transformers builds every model it loads,
     and every embedding it resizes, as ZeRO-3 shards that only that trainer's engine can run.
     Shared loads (a judge, a teacher) are inference copies no engine runs, so they are built
-    whole; a model whose weights are already shards is left to ZeRO-3.
+    whole; a model whose weights are already shards is left to ZeRO-3, and so are fresh loads
+    (trainees, loaded straight into this process's shards).
     """
     try:
         from transformers.integrations import deepspeed as hf_deepspeed
@@ -369,7 +370,7 @@ def outside_zero3(model: Any = None) -> Iterator[None]:
         hf_deepspeed._hf_deepspeed_config_weak_ref = live
 
 
-def _load(directory: Path, dtype: Dtype, device: str) -> LocalPolicy:
+def _load(directory: Path, dtype: Dtype, device: str, *, shared: bool = False) -> LocalPolicy:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -377,7 +378,8 @@ def _load(directory: Path, dtype: Dtype, device: str) -> LocalPolicy:
     # False is what transformers does for BPE anyway; copies converted earlier still say True.
     tokenizer = AutoTokenizer.from_pretrained(directory, clean_up_tokenization_spaces=False)
     weights = "float32" if dtype == "int8" else dtype
-    with outside_zero3():
+    # A fresh load under a live ZeRO-3 config is a trainee: it loads as this process's shards.
+    with outside_zero3() if shared else contextlib.nullcontext():
         model = AutoModelForCausalLM.from_pretrained(directory, dtype=getattr(torch, weights))
     model.to(device)
     model.eval()

@@ -67,7 +67,7 @@ def test_local_chat_loads_go_on_the_device_the_setting_resolves(monkeypatch) -> 
 
     seen = []
 
-    def fake_load(directory, dtype, device):
+    def fake_load(directory, dtype, device, shared=False):
         seen.append(device)
         return local.LocalPolicy(model=None, tokenizer=None, info=local.PolicyInfo(base_model="x"))
 

@@ -254,7 +254,7 @@ def test_int8_on_a_gpu_is_refused_before_loading(monkeypatch) -> None:
     monkeypatch.setattr(local, "_CACHE", {})
     loads = []
 
-    def fake_load(directory, dtype, device):
+    def fake_load(directory, dtype, device, shared=False):
         loads.append((dtype, device))
         return local.LocalPolicy(model=None, tokenizer=None, info=local.PolicyInfo(base_model="x"))
 
@@ -266,8 +266,8 @@ def test_int8_on_a_gpu_is_refused_before_loading(monkeypatch) -> None:
 def test_shared_loads_are_cached_per_device_and_fresh_loads_start_on_the_cpu(monkeypatch) -> None:
     calls = []
 
-    def fake_load(directory, dtype, device):
-        calls.append(device)
+    def fake_load(directory, dtype, device, shared=False):
+        calls.append((device, shared))
         return local.LocalPolicy(
             model=object(), tokenizer=None, info=local.PolicyInfo(base_model="x")
         )
@@ -278,8 +278,9 @@ def test_shared_loads_are_cached_per_device_and_fresh_loads_start_on_the_cpu(mon
     monkeypatch.setattr(local, "inference_device", lambda: next(devices))
     first, second, again = load_policy(), load_policy(), load_policy()
     assert first is again and second is not first
-    assert load_policy(fresh=True) is not first  # trained: its trainer moves it
-    assert calls == ["cuda:0", "cuda:1", "cpu"]
+    # a fresh load is a trainee: its trainer places it (and ZeRO-3 may load it as shards)
+    assert load_policy(fresh=True) is not first
+    assert calls == [("cuda:0", True), ("cuda:1", True), ("cpu", False)]
 
 
 def test_a_shared_load_lands_on_the_resolved_device(default_policy, monkeypatch) -> None:
@@ -290,17 +291,19 @@ def test_a_shared_load_lands_on_the_resolved_device(default_policy, monkeypatch)
         assert policy is default_policy
 
 
-def test_loads_under_a_live_zero3_config_stay_whole(monkeypatch) -> None:
+def test_shared_loads_under_a_live_zero3_config_stay_whole(monkeypatch) -> None:
     """A judge or teacher loaded while a ZeRO-3 trainer exists is a plain model, not shards."""
     pytest.importorskip("deepspeed")
     from transformers.integrations import HfDeepSpeedConfig, is_deepspeed_zero3_enabled
     from transformers.integrations.deepspeed import unset_hf_deepspeed_config
 
     monkeypatch.setenv("DS_ACCELERATOR", "cpu")
+    monkeypatch.setenv(local.INFERENCE_DEVICE_ENV, "cpu")
+    monkeypatch.setattr(local, "_CACHE", {})  # a real load, not the session's cached one
     config = HfDeepSpeedConfig({"zero_optimization": {"stage": 3}, "train_batch_size": 1})
     try:
         assert is_deepspeed_zero3_enabled()
-        policy = load_policy(fresh=True)
+        policy = load_policy()
         rows = policy.model.get_input_embeddings().weight.shape[0]
         assert add_sid_tokens(policy.model, policy.tokenizer, SIDSpec((4, 4))) == 8
         assert policy.model.get_input_embeddings().weight.shape[0] == rows + 8
