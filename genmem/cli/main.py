@@ -62,3 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         return fail(str(exc), 1)
     except KeyboardInterrupt:
         return fail("interrupted", 130)
+    finally:
+        from genmem.training.distributed import end_processes
+
+        end_processes()  # a launched training run leaves its process group before exiting

@@ -21,10 +21,20 @@ __all__ = ["register"]
 
 CONFIG_HELP = (
     "cpu (tiny run on the embedded model, default), cpu-lora (the same with LoRA adapters and "
-    "trainable SID rows: cheaper per example), gpu-lora (cpu-lora on one GPU: bf16, 32 "
-    "sequences a step), a100x8 (the paper's table: bf16, DeepSpeed "
-    "ZeRO-3, vLLM; launch with accelerate), or a JSON/YAML file of preset fields over 'base'"
+    "trainable SID rows: cheaper per example), cpu-ddp / cpu-zero3 (two CPU processes, DDP or "
+    "DeepSpeed ZeRO-3 with DS_ACCELERATOR=cpu; launch with torchrun --nproc_per_node 2), gpu "
+    "(one GPU, every weight, bf16), gpu-lora (cpu-lora on one GPU), gpu-zero3 (ZeRO-3 on the "
+    "GPUs a launcher starts), a100x8 (the paper's setting: 8 GPUs, ZeRO-3, colocated vLLM), "
+    "a100x4-server (4 training GPUs, `trl vllm-serve` apart), or a JSON/YAML file of preset "
+    "fields over 'base'"
 )
+
+
+def _main_process() -> bool:
+    """Whether this process prints the result (the only one, or rank 0 of a launched run)."""
+    import os
+
+    return int(os.environ.get("RANK", "0")) == 0
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -170,6 +180,15 @@ def _setup(args: argparse.Namespace):
         model_path(args.model)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
+    from genmem.training.distributed import LAUNCH_HINT, launched
+
+    if preset.deepspeed is not None and not launched():
+        raise CLIError(
+            f"--config {args.config}: DeepSpeed runs one process per device under a launcher: "
+            f"{LAUNCH_HINT}"
+        )
+    if launched() and getattr(args, "finish", False):
+        raise CLIError("--finish merges a checkpoint in one process: run it without a launcher")
     bank = open_bank(args.bank)
     if bank.stats().entries == 0:
         raise CLIError(f"--bank {args.bank!r} has no entries to train on")
@@ -228,6 +247,8 @@ def _align(args: argparse.Namespace) -> int:
         curve_every=args.curve_every,
         progress=not args.json,
     )
+    if not _main_process():
+        return 0
     state = "" if report.complete else " (paused: --resume continues)"
     if args.finish:
         part = "" if report.complete else ", part-way through its schedule"
@@ -354,6 +375,8 @@ def _grpo(args: argparse.Namespace) -> int:
         ),
         progress=not args.json,
     )
+    if not _main_process():
+        return 0
     means = {k: [round(v, 3) for v in vals] for k, vals in report.rewards.items()}
     text = (
         f"GRPO ({', '.join(report.roles)}; {report.completion} completions) on {report.tasks} "
@@ -419,7 +442,9 @@ def _mid(args: argparse.Namespace) -> int:
             progress=not args.json,
         )
     except ValueError as exc:  # nothing survived rejection sampling: say so, exit 1
-        return fail(str(exc), 1)
+        return fail(str(exc), 1) if _main_process() else 1
+    if not _main_process():
+        return 0
     text = (
         f"{report.role} traces: {report.kept} of {report.traces} kept ({report.keep}), "
         f"{report.examples} examples, {report.steps} steps in {report.seconds:.0f} s\n"

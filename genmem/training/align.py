@@ -16,14 +16,18 @@ from the untrained policy's point at step 0.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from genmem.policies.local import Alignment
+from genmem.policies.local import Alignment, load_policy, save_policy
+from genmem.policies.policy_dir import write_info
 from genmem.training.adapters import merge_adapter
 from genmem.training.align_data import (
     AlignDataConfig,
@@ -31,10 +35,19 @@ from genmem.training.align_data import (
     entry_sources,
     model_describer,
 )
-from genmem.training.config import TrainPreset, training_device
+from genmem.training.config import TrainPreset, for_processes, partitions, training_device
 from genmem.training.curve import CurvePoint, append_point, curve_callback, split_point
-from genmem.training.policy_io import TrainingRun, load_trainable, write_policy
-from genmem.training.sft import Pieces, logged_losses, sft_train
+from genmem.training.distributed import start_processes
+from genmem.training.policy_io import (
+    START_DIR,
+    TrainingRun,
+    load_started,
+    load_trainable,
+    plain_loading,
+    write_policy,
+    zero3,
+)
+from genmem.training.sft import Pieces, logged_losses, sft_arguments, sft_train
 from genmem.training.sid_eval import PrefixAccuracy, prefix_accuracy
 
 __all__ = ["AlignReport", "run_align"]
@@ -113,55 +126,81 @@ def run_align(
     curve_every: int = 0,
     progress: bool = True,
 ) -> AlignReport:
-    """Train ``model`` (None: the embedded default) on ``bank``'s mappings; write it to ``out``."""
+    """Train ``model`` (None: the embedded default) on ``bank``'s mappings; write it to ``out``.
+
+    Under a launcher every process calls it: the main process builds the data and scores the
+    untrained policy, all of them train, the main one writes every file and scores the result.
+    """
     pieces = pieces or Pieces()
-    run = TrainingRun.start(out, "align", preset)
-    # on a GPU from the start, so the accuracy passes before, during and after training run there
-    policy = load_trainable(model, bank, training_device(preset))
+    ranks = start_processes(deepspeed=preset.deepspeed is not None, use_cpu=preset.use_cpu)
+    if ranks.launched:
+        preset = for_processes(preset, ranks.world)
+        if pieces.finish:
+            raise ValueError(
+                "--finish merges a checkpoint in one process; run it without a launcher"
+            )
+    run = TrainingRun.start(out, "align", preset, ranks)
+    device = training_device(preset, ranks.local_rank)
     data_cfg = data or AlignDataConfig(seed=preset.seed)
-    mix = alignment_data(_sources(bank, describer, progress), policy.tokenizer, data_cfg)
-    (out / "heldout_pairs.jsonl").write_text(
-        "".join(json.dumps(p) + "\n" for p in mix.heldout), encoding="utf-8"
-    )
-    eval_pairs = {"heldout": mix.heldout[:max_eval], "trained": mix.trained_queries[:max_eval]}
     ks = sorted(set(eval_ks) | {1, 5})
     again = pieces.resume or pieces.finish
-    before = _before(policy, bank.spec, eval_pairs, ks, out, again, progress)
+
+    def prepare(policy: Any) -> tuple[Any, dict[str, PrefixAccuracy]]:
+        """The data mix and the untrained policy's accuracy (main process only)."""
+        mix = alignment_data(_sources(bank, describer, progress), policy.tokenizer, data_cfg)
+        (out / "heldout_pairs.jsonl").write_text(
+            "".join(json.dumps(p) + "\n" for p in mix.heldout), encoding="utf-8"
+        )
+        pairs = _eval_pairs(mix, max_eval)
+        return mix, _before(policy, bank.spec, pairs, ks, out, again, progress)
+
+    if ranks.launched:
+        with ranks.main_first() as main:
+            prepared = None
+            if main:
+                with plain_loading():
+                    start = load_trainable(model, bank, device)
+                    prepared = prepare(start)
+                    save_policy(start, out / START_DIR)
+                    del start
+        mix, before = ranks.broadcast(prepared)
+        args = sft_arguments(preset, out, "align", max_steps, progress, pieces=pieces, started=True)
+        policy = load_started(out, device, partitioned=partitions(preset))
+    else:
+        # on a GPU from the start, so the accuracy passes before, during and after run there
+        policy = load_trainable(model, bank, device)
+        mix, before = prepare(policy)
+        args = sft_arguments(preset, out, "align", max_steps, progress, pieces=pieces)
+    eval_pairs = _eval_pairs(mix, max_eval)
     callbacks = []
     if curve_every and not pieces.finish:
-        if not pieces.resume:
+        if not pieces.resume and ranks.is_main:
             (out / "curve.jsonl").unlink(missing_ok=True)
-            start = {name: split_point(acc) for name, acc in before.items()}
-            zero = CurvePoint(step=0, seconds=0, loss=None, splits=start)
+            start_point = {name: split_point(acc) for name, acc in before.items()}
+            zero = CurvePoint(step=0, seconds=0, loss=None, splits=start_point)
             append_point(out / "curve.jsonl", zero)
-        callbacks.append(curve_callback(policy, bank.spec, eval_pairs, out, curve_every))
+        callbacks.append(curve_callback(policy, bank.spec, eval_pairs, out, curve_every, ranks))
     pairs = [(x.prompt, x.completion) for x in mix.train]
     piece = sft_train(
-        policy, pairs, preset, out, "align", max_steps, progress,
-        spec=bank.spec, pieces=pieces, callbacks=callbacks,
+        policy, pairs, preset, out, args,
+        spec=bank.spec, pieces=pieces, callbacks=callbacks, ranks=ranks,
     )  # fmt: skip
     merge_adapter(policy)
     trainer, seconds = piece.trainer, piece.seconds
     scored = pieces.finish or not piece.paused
-    after = _score(policy, bank.spec, eval_pairs, ks, progress) if scored else {}
     loss_steps, losses = logged_losses(trainer)
     steps = int(trainer.state.global_step)
     first = int(piece.resumed_from.rsplit("-", 1)[-1]) if piece.resumed_from else 0
-    held = (after or before).get("heldout")
-    policy.info = policy.info.model_copy(
-        update={
-            "alignment": Alignment(
-                bank_id=bank.bank_id,
-                codebook_hash=bank.codebook_hash,
-                steps=steps,
-                examples=len(mix.train),
-                heldout={} if held is None else held.model_dump(mode="json"),
-                at=time.time(),
-            )
-        }
-    )
     notes = {"stage": "align", "counts": mix.counts, "adapter": preset.adapter}
-    files = write_policy(policy, out, run, notes=notes)
+    policy.info = _aligned(policy.info, bank, steps, len(mix.train), before)
+    files = write_policy(policy, out, run, notes=notes, trainer=trainer, ranks=ranks)
+    after: dict[str, PrefixAccuracy] = {}
+    if scored and ranks.is_main:
+        with _scorable(policy, out, trainer, device) as whole:
+            after = _score(whole, bank.spec, eval_pairs, ks, progress)
+        if after.get("heldout") is not None:
+            policy.info = _aligned(policy.info, bank, steps, len(mix.train), after)
+            write_info(out, policy.info)
     done = steps - first
     report = AlignReport(
         out=str(out),
@@ -177,7 +216,9 @@ def run_align(
         resumed_from=piece.resumed_from,
         seconds=round(seconds, 2),
         steps_per_second=round(done / seconds, 4) if seconds > 0 else 0.0,
-        examples_per_second=round(done * preset.global_batch / seconds, 4) if seconds else 0.0,
+        examples_per_second=(
+            round(done * preset.stage_batch("align") / seconds, 4) if seconds else 0.0
+        ),
         train_loss=sum(losses) / len(losses) if losses else None,
         losses=losses,
         loss_steps=loss_steps,
@@ -186,17 +227,54 @@ def run_align(
         after=after,
         files=files,
     )
+    if not ranks.is_main:
+        return report
     if after:
         report.files.update(_plots(report, out))
     if curve_every:
         report.files["curve"] = str(out / "curve.jsonl")
         report.files["curve_plot"] = str(out / "curve.png")
+    if ranks.launched:
+        shutil.rmtree(out / START_DIR, ignore_errors=True)
     body = report.model_dump(mode="json")
     if piece.paused:
         run.pause(body)
     else:
         run.finish(body)
     return report
+
+
+def _eval_pairs(mix: Any, max_eval: int) -> dict[str, list[dict[str, str]]]:
+    return {"heldout": mix.heldout[:max_eval], "trained": mix.trained_queries[:max_eval]}
+
+
+def _aligned(
+    info: Any, bank: Any, steps: int, examples: int, acc: dict[str, PrefixAccuracy]
+) -> Any:
+    """``info`` recording what the policy was aligned to, with its held-out accuracy."""
+    held = acc.get("heldout")
+    alignment = Alignment(
+        bank_id=bank.bank_id,
+        codebook_hash=bank.codebook_hash,
+        steps=steps,
+        examples=examples,
+        heldout={} if held is None else held.model_dump(mode="json"),
+        at=time.time(),
+    )
+    return info.model_copy(update={"alignment": alignment})
+
+
+@contextlib.contextmanager
+def _scorable(policy: Any, out: Path, trainer: Any, device: str) -> Iterator[Any]:
+    """The trained policy whole on one process: itself, or under ZeRO-3 the saved copy."""
+    if not zero3(trainer):
+        yield policy
+        return
+    with plain_loading():
+        saved = load_policy(out, fresh=True, dtype="float32")
+    if device != "cpu":
+        saved.model.to(device)
+    yield saved
 
 
 def _before(

@@ -1,4 +1,4 @@
-"""Training presets: a tiny CPU run and the paper's 8 x A100 80GB setting, or a file.
+"""Training presets: CPU runs, one GPU, and the paper's 8 x A100 80GB setting, or a file.
 
 One :class:`TrainPreset` holds the optimiser, schedule, batch and GRPO settings of every stage;
 :func:`sft_args` and :func:`grpo_args` turn it into TRL's ``SFTConfig`` / ``GRPOConfig``.
@@ -6,12 +6,22 @@ One :class:`TrainPreset` holds the optimiser, schedule, batch and GRPO settings 
 - ``cpu``: the embedded 135M model on a laptop: float32, ``use_cpu=True``, no vLLM, small
   batches, a learning rate a small model can move with in a few steps.
 - ``cpu-lora``: the same with LoRA adapters and the SID rows only, short sequences.
+- ``cpu-ddp``, ``cpu-zero3``: the distributed paths on two CPU processes (DDP over gloo;
+  DeepSpeed ZeRO-3 with ``DS_ACCELERATOR=cpu``), launched with ``torchrun --nproc_per_node 2``.
+  They exist so that the multi-process code runs in CI.
+- ``gpu``: one GPU, every weight trained in bf16 autocast, no DeepSpeed: all three stages.
 - ``gpu-lora``: ``cpu-lora`` on one GPU: bf16 autocast, 32 sequences a step.
-- ``a100x8``: the paper's table (appendix D.2): alignment LR 2e-5, GRPO LR 3e-5, global batch
-  256, G = 8, rollout batch 32, beta = 0.04, 200 GRPO steps; bf16, DeepSpeed ZeRO-3
-  (``configs/zero3.json``), vLLM colocated with training for GRPO generation. Launch it with
-  ``accelerate launch --config_file configs/accelerate_zero3.yaml`` (see README, "Training").
+- ``gpu-zero3``: DeepSpeed ZeRO-3 on however many GPUs the launcher starts (the GPU check runs
+  it on one).
+- ``a100x8``: the paper's setting on 8 training GPUs, vLLM colocated for GRPO generation; the
+  planner/judge model is served on other GPUs. ``a100x4-server``: one 8-GPU node split into
+  4 training GPUs, 2 for ``trl vllm-serve`` and 2 for the planner/judge server. Each value's
+  source in the paper is cited beside it. Launch with ``accelerate launch --config_file
+  configs/accelerate_zero3.yaml`` (see README, "Training on GPUs").
 - a JSON or YAML file: any fields of :class:`TrainPreset`, over the ``base`` preset it names.
+
+A launched run counts its processes itself: :func:`for_processes` re-checks the batch split for
+the number the launcher started.
 
 :class:`RolloutConfig` is how GRPO's rollouts run the graphs and score them; its field
 descriptions are the help of ``genmem train grpo``'s flags.
@@ -35,9 +45,12 @@ __all__ = [
     "Stage",
     "TrainPreset",
     "config_file",
+    "deepspeed_stage",
+    "for_processes",
     "grpo_args",
     "grpo_kwargs",
     "load_preset",
+    "partitions",
     "sft_args",
     "sft_kwargs",
     "training_device",
@@ -71,6 +84,21 @@ class TrainPreset(BaseModel):
     weight_decay: float = Field(default=0.0, ge=0)
     num_train_epochs: float = Field(default=1.0, gt=0)
     max_steps: int = Field(default=-1, description="Overrides epochs when > 0.")
+    align_max_steps: int | None = Field(
+        default=None, description="Alignment's optimiser steps (None: max_steps)."
+    )
+    mid_max_steps: int | None = Field(
+        default=None, description="Mid-training's optimiser steps (None: max_steps)."
+    )
+    align_global_batch: int | None = Field(
+        default=None,
+        ge=1,
+        description="Alignment's examples per optimiser step over all processes (None: "
+        "per_device_train_batch_size x gradient_accumulation_steps x processes).",
+    )
+    mid_global_batch: int | None = Field(
+        default=None, ge=1, description="Mid-training's examples per step (as align's)."
+    )
     max_length: int = Field(default=768, ge=32, description="SFT sequence cap (tokens).")
     logging_steps: int = Field(default=1, ge=1)
     seed: int = 0
@@ -103,11 +131,27 @@ class TrainPreset(BaseModel):
     use_vllm: bool = False
     vllm_mode: Literal["colocate", "server"] = "colocate"
     vllm_gpu_memory_utilization: float = Field(default=0.3, gt=0, le=1)
+    vllm_server_host: str = Field(
+        default="127.0.0.1", description="Host of `trl vllm-serve` (vllm_mode server)."
+    )
+    vllm_server_port: int = Field(default=8000, ge=1, le=65535)
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainPreset:
-        if self.use_cpu and (self.use_vllm or self.deepspeed):
-            raise ValueError("use_cpu=True cannot use vLLM or DeepSpeed; those need GPUs")
+        if self.use_cpu and self.use_vllm:
+            raise ValueError("use_cpu=True cannot use vLLM; it needs GPUs")
+        if self.use_cpu and self.deepspeed:
+            raise ValueError(
+                f"use_cpu=True with deepspeed={self.deepspeed!r}: DeepSpeed runs on a CPU through "
+                "its own accelerator (DS_ACCELERATOR=cpu) with use_cpu=False; see the cpu-zero3 "
+                "preset"
+            )
+        if self.deepspeed and self.adapter != "full":
+            raise ValueError(
+                f"adapter={self.adapter!r} with deepspeed={self.deepspeed!r}: adapters are "
+                "merged into partitioned weights nowhere; use adapter 'full' under DeepSpeed, or "
+                "LoRA without it"
+            )
         if self.global_rollouts % self.num_generations:
             raise ValueError(
                 f"rollout_batch x G = {self.global_rollouts} completions per step must be a "
@@ -118,11 +162,39 @@ class TrainPreset(BaseModel):
                 f"rollout_batch x G = {self.global_rollouts} completions must split evenly over "
                 f"{self.num_processes} processes"
             )
+        for stage in ("align", "mid", "grpo"):
+            total, per_pass = self.stage_batch(stage), self.device_batch(stage)
+            if total % self.num_processes or (total // self.num_processes) % per_pass:
+                raise ValueError(
+                    f"{stage}'s batch of {total} does not split into {self.num_processes} "
+                    f"processes x passes of {per_pass}; change the batch, "
+                    "per_device_train_batch_size or the number of processes"
+                )
         return self
+
+    def stage_batch(self, stage: Stage) -> int:
+        """Examples per optimiser step over all processes, for ``stage``."""
+        if stage == "grpo":
+            return self.global_rollouts
+        total = getattr(self, f"{stage}_global_batch")
+        return self.global_batch if total is None else total
+
+    def accumulation(self, stage: Stage) -> int:
+        """Gradient accumulation steps that make ``stage``'s batch on this many processes."""
+        per_step = self.device_batch(stage) * self.num_processes
+        return max(1, self.stage_batch(stage) // per_step)
+
+    def device_batch(self, stage: Stage) -> int:
+        """Examples per process per forward pass, for ``stage``."""
+        if stage == "grpo":
+            return min(self.per_device_train_batch_size, self.global_rollouts // self.num_processes)
+        if getattr(self, f"{stage}_global_batch") is None:
+            return self.per_device_train_batch_size
+        return min(self.per_device_train_batch_size, self.stage_batch(stage) // self.num_processes)
 
     @property
     def global_batch(self) -> int:
-        """Examples per optimiser step over all processes."""
+        """Examples per optimiser step over all processes (SFT, unless a stage sets its own)."""
         return (
             self.per_device_train_batch_size
             * self.gradient_accumulation_steps
@@ -135,6 +207,42 @@ class TrainPreset(BaseModel):
         return self.rollout_batch * self.num_generations
 
 
+# The paper (shared/paper/genmem-paper.tex) gives some values twice and differently: section 4
+# ("Implementation and Training") and the appendix table of RL hyperparameters
+# (tab:app_sid_hyper). Each paper-scale value below says which one it follows.
+_PAPER = {
+    # Table tab:app_sid_hyper: alignment LR 2e-5 (section 4 says 1e-5; the table is the one
+    # "all post-training runs use").
+    "align_learning_rate": 2e-5,
+    # Section 4: alignment for 17,465 steps at a batch of 48 (the table gives neither).
+    "align_max_steps": 17465,
+    "align_global_batch": 48,
+    # Section 4: mid-training 157 steps, effective batch 32, LR 2e-6 (the table gives none).
+    "mid_learning_rate": 2e-6,
+    "mid_max_steps": 157,
+    "mid_global_batch": 32,
+    # Table tab:app_sid_hyper: GRPO LR 3e-5, 200 steps (section 4 says 130), G = 8, 32 prompts a
+    # step (8 x 32 = 256 completions, the table's global batch), KL beta 0.04.
+    "grpo_learning_rate": 3e-5,
+    "grpo_max_steps": 200,
+    "num_generations": 8,
+    "rollout_batch": 32,
+    "beta": 0.04,
+    # Section 4: AdamW with cosine decay (both SFT stages); the paper gives no warmup: 3 %.
+    "lr_scheduler_type": "cosine",
+    "warmup_ratio": 0.03,
+    # Section 4: 8 x A100 80GB, DeepSpeed ZeRO-3, vLLM rollouts. bf16 is ours (A100s run it).
+    "use_cpu": False,
+    "bf16": True,
+    "deepspeed": "zero3.json",
+    "gradient_checkpointing": True,
+    "use_vllm": True,
+    # Ours: sequence caps for a 7B model's prompts, SID turn plus margin.
+    "max_length": 2048,
+    "max_completion_length": 16,
+    "logging_steps": 10,
+}
+
 PRESETS: dict[str, TrainPreset] = {
     "cpu": TrainPreset(),
     # The embedded model on a laptop, cheaper per example (bench/README.md, "train"): LoRA on
@@ -146,6 +254,36 @@ PRESETS: dict[str, TrainPreset] = {
         mid_learning_rate=5e-4,
         max_length=256,
         train_sampling_strategy="group_by_length",
+    ),
+    # Two CPU processes over gloo (torchrun --nproc_per_node 2): the DDP path, tested in CI.
+    "cpu-ddp": TrainPreset(
+        name="cpu-ddp", num_processes=2, per_device_train_batch_size=2, max_length=256
+    ),
+    # Two CPU processes under DeepSpeed ZeRO-3 (DS_ACCELERATOR=cpu torchrun --nproc_per_node 2):
+    # every parameter partitioned, even a tiny model's (configs/zero3_cpu.json), tested in CI.
+    "cpu-zero3": TrainPreset(
+        name="cpu-zero3",
+        use_cpu=False,
+        deepspeed="zero3_cpu.json",
+        num_processes=2,
+        per_device_train_batch_size=2,
+        max_length=256,
+    ),
+    # One GPU, every weight (GRPO too: the policy, its reference and the planner share it).
+    "gpu": TrainPreset(
+        name="gpu",
+        use_cpu=False,
+        bf16=True,
+        per_device_train_batch_size=16,
+        align_learning_rate=1e-4,
+        mid_learning_rate=5e-5,
+        grpo_learning_rate=1e-5,
+        warmup_ratio=0.03,
+        max_length=512,
+        logging_steps=10,
+        num_generations=4,
+        rollout_batch=2,
+        max_completion_length=8,
     ),
     # One GPU (run on a lent H200, bench/README.md "train"): cpu-lora's adapters in bf16
     # autocast, 32 sequences a step, a learning rate raised with the batch.
@@ -162,32 +300,60 @@ PRESETS: dict[str, TrainPreset] = {
         logging_steps=10,
         train_sampling_strategy="group_by_length",
     ),
-    "a100x8": TrainPreset(
-        name="a100x8",
+    # DeepSpeed ZeRO-3 on the GPUs the launcher starts (the GPU check: one).
+    "gpu-zero3": TrainPreset(
+        name="gpu-zero3",
         use_cpu=False,
         bf16=True,
         deepspeed="zero3.json",
-        gradient_checkpointing=True,
         per_device_train_batch_size=8,
-        gradient_accumulation_steps=4,
-        num_processes=8,  # 8 x 8 x 4 = 256, the paper's global batch
+        align_learning_rate=1e-4,
+        mid_learning_rate=5e-5,
         warmup_ratio=0.03,
-        align_learning_rate=2e-5,
-        mid_learning_rate=2e-5,
-        grpo_learning_rate=3e-5,
-        num_train_epochs=3.0,
-        max_length=2048,
-        logging_steps=10,
-        num_generations=8,
-        rollout_batch=32,
-        beta=0.04,
-        grpo_max_steps=200,
-        max_completion_length=16,
-        use_vllm=True,
+        max_length=512,
+        logging_steps=1,
+        num_generations=2,
+        rollout_batch=1,
+    ),
+    # The paper's setting on 8 training GPUs with vLLM colocated (planner/judge served apart).
+    "a100x8": TrainPreset(
+        **_PAPER,
+        name="a100x8",
+        num_processes=8,
+        # GPUs x per pass x accumulation: align 8 x 6 x 1 = 48, mid 8 x 4 x 1 = 32,
+        # GRPO 8 x 8 x 4 = 256.
+        per_device_train_batch_size=8,
         vllm_mode="colocate",
         vllm_gpu_memory_utilization=0.3,
     ),
+    # One 8-GPU node: training on 4 (CUDA_VISIBLE_DEVICES=0,1,2,3), `trl vllm-serve` on 2,
+    # the planner/judge server on 2 (README, "Training on GPUs").
+    "a100x4-server": TrainPreset(
+        **_PAPER,
+        name="a100x4-server",
+        num_processes=4,
+        # 4 per pass: align 4 x 4 x 3 = 48, mid 4 x 4 x 2 = 32, GRPO 4 x 4 x 16 = 256.
+        per_device_train_batch_size=4,
+        vllm_mode="server",
+    ),
 }
+
+
+def for_processes(preset: TrainPreset, processes: int) -> TrainPreset:
+    """``preset`` for a run with ``processes`` processes (the launcher's count).
+
+    Raises:
+        ValueError: its batches do not split over that many processes.
+    """
+    if processes == preset.num_processes:
+        return preset
+    try:
+        return TrainPreset.model_validate({**preset.model_dump(), "num_processes": processes})
+    except ValueError as exc:
+        raise ValueError(
+            f"preset {preset.name!r} was planned for {preset.num_processes} processes and the "
+            f"launcher started {processes}: {exc}"
+        ) from None
 
 
 class RolloutConfig(BaseModel):
@@ -274,6 +440,20 @@ def load_preset(spec: str = "cpu", **overrides: Any) -> TrainPreset:
     return TrainPreset.model_validate(merged)
 
 
+def deepspeed_stage(preset: TrainPreset) -> int | None:
+    """The ZeRO stage of ``preset``'s DeepSpeed file (None without DeepSpeed)."""
+    path = _deepspeed(preset)
+    if path is None:
+        return None
+    body = json.loads(Path(path).read_text(encoding="utf-8"))
+    return int(body.get("zero_optimization", {}).get("stage", 0))
+
+
+def partitions(preset: TrainPreset) -> bool:
+    """Whether ``preset`` loads each process's partition of the weights only (ZeRO-3)."""
+    return deepspeed_stage(preset) == 3
+
+
 def _deepspeed(preset: TrainPreset) -> str | None:
     if preset.deepspeed is None:
         return None
@@ -281,15 +461,17 @@ def _deepspeed(preset: TrainPreset) -> str | None:
     return str(path if path.is_file() else config_file(preset.deepspeed))
 
 
-def _common(preset: TrainPreset, out: Path, max_steps: int) -> dict[str, Any]:
-    return {
+def _common(
+    preset: TrainPreset, out: Path, max_steps: int, stage: Stage, started: bool
+) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
         "output_dir": str(out),
         "use_cpu": preset.use_cpu,
         "bf16": preset.bf16,
         "deepspeed": _deepspeed(preset),
         "gradient_checkpointing": preset.gradient_checkpointing,
-        "per_device_train_batch_size": preset.per_device_train_batch_size,
-        "gradient_accumulation_steps": preset.gradient_accumulation_steps,
+        "per_device_train_batch_size": preset.device_batch(stage),
+        "gradient_accumulation_steps": preset.accumulation(stage),
         "lr_scheduler_type": preset.lr_scheduler_type,
         "warmup_steps": preset.warmup_ratio,  # a float < 1 is a ratio of the total steps
         "weight_decay": preset.weight_decay,
@@ -303,16 +485,29 @@ def _common(preset: TrainPreset, out: Path, max_steps: int) -> dict[str, Any]:
         "report_to": [],
         "disable_tqdm": False,
     }
+    if started:  # the process group genmem.training.distributed started: the Trainer keeps it
+        kwargs["accelerator_config"] = {"use_configured_state": True}
+    return kwargs
 
 
 def sft_kwargs(
-    preset: TrainPreset, out: Path, stage: Stage, max_steps: int | None
+    preset: TrainPreset,
+    out: Path,
+    stage: Stage,
+    max_steps: int | None,
+    *,
+    started: bool = False,
 ) -> dict[str, Any]:
-    """Keyword arguments of TRL's ``SFTConfig`` for ``stage`` (align or mid)."""
+    """Keyword arguments of TRL's ``SFTConfig`` for ``stage`` (align or mid).
+
+    ``started``: the process group was started by :func:`~genmem.training.distributed.
+    start_processes` (a launched run), which the Trainer then uses as it is.
+    """
     lr = preset.align_learning_rate if stage == "align" else preset.mid_learning_rate
-    steps = preset.max_steps if max_steps is None else max_steps
+    staged = preset.align_max_steps if stage == "align" else preset.mid_max_steps
+    steps = max_steps if max_steps is not None else (staged or preset.max_steps)
     return {
-        **_common(preset, out, steps),
+        **_common(preset, out, steps, stage, started),
         "learning_rate": lr,
         "max_length": preset.max_length,
         "completion_only_loss": True,
@@ -321,15 +516,18 @@ def sft_kwargs(
     }
 
 
-def grpo_kwargs(preset: TrainPreset, out: Path, max_steps: int | None) -> dict[str, Any]:
-    """Keyword arguments of TRL's ``GRPOConfig``."""
+def grpo_kwargs(
+    preset: TrainPreset, out: Path, max_steps: int | None, *, started: bool = False
+) -> dict[str, Any]:
+    """Keyword arguments of TRL's ``GRPOConfig``.
+
+    One generation batch (rollout_batch prompts x G completions, over all processes) per
+    optimiser step: passes of ``device_batch`` per process, accumulated.
+    """
     steps = preset.grpo_max_steps if max_steps is None else max_steps
     kwargs = {
-        **_common(preset, out, steps),
+        **_common(preset, out, steps, "grpo", started),
         "learning_rate": preset.grpo_learning_rate,
-        # One prompt group per device batch: rollout_batch prompts x G completions.
-        "per_device_train_batch_size": preset.global_rollouts // preset.num_processes,
-        "gradient_accumulation_steps": 1,
         "num_generations": preset.num_generations,
         "max_completion_length": preset.max_completion_length,
         "temperature": preset.temperature,
@@ -346,27 +544,43 @@ def grpo_kwargs(preset: TrainPreset, out: Path, max_steps: int | None) -> dict[s
             vllm_mode=preset.vllm_mode,
             vllm_gpu_memory_utilization=preset.vllm_gpu_memory_utilization,
         )
+        if preset.vllm_mode == "server":
+            kwargs.update(
+                vllm_server_host=preset.vllm_server_host,
+                vllm_server_port=preset.vllm_server_port,
+            )
     return kwargs
 
 
-def sft_args(preset: TrainPreset, out: Path, stage: Stage, max_steps: int | None = None) -> Any:
+def sft_args(
+    preset: TrainPreset,
+    out: Path,
+    stage: Stage,
+    max_steps: int | None = None,
+    *,
+    started: bool = False,
+) -> Any:
     """TRL ``SFTConfig`` for ``stage``."""
     from trl import SFTConfig
 
-    return SFTConfig(**sft_kwargs(preset, out, stage, max_steps))
+    return SFTConfig(**sft_kwargs(preset, out, stage, max_steps, started=started))
 
 
-def grpo_args(preset: TrainPreset, out: Path, max_steps: int | None = None) -> Any:
+def grpo_args(
+    preset: TrainPreset, out: Path, max_steps: int | None = None, *, started: bool = False
+) -> Any:
     """TRL ``GRPOConfig``."""
     from trl import GRPOConfig
 
-    return GRPOConfig(**grpo_kwargs(preset, out, max_steps))
+    return GRPOConfig(**grpo_kwargs(preset, out, max_steps, started=started))
 
 
-def training_device(preset: TrainPreset) -> str:
-    """``cuda`` for a GPU preset on a machine with a GPU, else ``cpu`` (where a stage starts)."""
-    if preset.use_cpu or preset.num_processes > 1:  # several GPUs: accelerate places the model
+def training_device(preset: TrainPreset, local_rank: int = 0) -> str:
+    """Where this process's copy of the policy runs: its own GPU for a GPU preset, else CPU."""
+    if preset.use_cpu:
         return "cpu"
     import torch
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    if not torch.cuda.is_available():
+        return "cpu"
+    return f"cuda:{local_rank}" if torch.cuda.device_count() > 1 else "cuda"

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from genmem.memory.sid import SIDSpec
+from genmem.training.distributed import Ranks
 from genmem.training.sid_eval import PrefixAccuracy, prefix_accuracy
 
 __all__ = [
@@ -125,28 +126,41 @@ def curve_callback(
     pairs: Mapping[str, Sequence[Mapping[str, str]]],
     out: Path,
     every: int,
+    ranks: Ranks | None = None,
 ) -> Any:
-    """A Trainer callback adding a :class:`CurvePoint` every ``every`` steps and at the end."""
+    """A Trainer callback adding a :class:`CurvePoint` every ``every`` steps and at the end.
+
+    In a launched run every process joins each point (ZeRO-3 gathers the weights for it) and
+    the main process decodes and writes it.
+    """
     from transformers import TrainerCallback
 
+    from genmem.training.policy_io import whole_model
+
     path = out / "curve.jsonl"
+    ranks = ranks or Ranks()
 
     class Curve(TrainerCallback):
         def __init__(self) -> None:
             self.started = time.perf_counter()
             self.last_step = -1
+            self.trainer: Any = None
+            """Set by :func:`~genmem.training.sft.sft_train` once the trainer exists."""
 
         def _point(self, state: Any, model: Any) -> None:
             if state.global_step == self.last_step:
                 return
             self.last_step = state.global_step
             losses = [h["loss"] for h in state.log_history if "loss" in h]
-            was_training = model.training
-            model.eval()
-            try:
-                splits = measure(replace(policy, model=model), spec, pairs)
-            finally:
-                model.train(was_training)
+            with whole_model(self.trainer, model) as whole:
+                if not ranks.is_main:
+                    return
+                was_training = whole.training
+                whole.eval()
+                try:
+                    splits = measure(replace(policy, model=whole), spec, pairs)
+                finally:
+                    whole.train(was_training)
             point = CurvePoint(
                 step=state.global_step,
                 seconds=round(time.perf_counter() - self.started, 2),

@@ -15,7 +15,8 @@ trains the SID turn alone (see :mod:`genmem.training.rollouts`).
 
 The bank is copied to ``OUT/bank.db`` first: lookups read the copy, and every MemEvolver
 rollout writes to its own scratch copy of it, so the input bank is never written. Each rollout
-is appended to ``OUT/rollouts.jsonl`` as it finishes. A run stopped by too many failures
+is appended to ``OUT/rollouts.jsonl`` as it finishes (a launched run: by the main process, for
+every process's rollouts, at the end of each batch). A run stopped by too many failures
 (:class:`~genmem.errors.TooManyFailures`) keeps that log, writes ``report.json`` with what it
 measured so far and marks ``run.json`` failed, then raises.
 """
@@ -35,9 +36,22 @@ from pydantic import BaseModel, Field
 
 from genmem.envs.base import Environment
 from genmem.errors import TooManyFailures
-from genmem.training.config import TrainPreset, grpo_args
+from genmem.training.config import (
+    TrainPreset,
+    for_processes,
+    grpo_args,
+    partitions,
+    training_device,
+)
+from genmem.training.distributed import start_processes
 from genmem.training.dynamics import eligibility_rates, plot_grpo_dynamics
-from genmem.training.policy_io import TrainingRun, load_trainable, write_policy
+from genmem.training.policy_io import (
+    START_DIR,
+    TrainingRun,
+    load_started,
+    save_start,
+    write_policy,
+)
 from genmem.training.rollouts import PARTS, GraphRollouts, Role, RolloutConfig, reward_functions
 
 __all__ = ["GRPOReport", "run_grpo"]
@@ -105,38 +119,49 @@ def run_grpo(
     from genmem.experiments.evolution import working_copy
     from genmem.memory.location import open_bank
     from genmem.policies.backends import capped_chat_model
-    from genmem.policies.local import save_policy
 
     if preset.adapter != "full":
         raise ValueError(
             f"preset {preset.name!r} trains {preset.adapter} adapters; GRPO trains the full "
             "policy (adapters are for the SFT stages align and mid)"
         )
-    run = TrainingRun.start(out, "grpo", preset)
-    work_url = working_copy(bank_url, out)
+    ranks = start_processes(deepspeed=preset.deepspeed is not None, use_cpu=preset.use_cpu)
+    if ranks.launched:
+        preset = for_processes(preset, ranks.world)
+    run = TrainingRun.start(out, "grpo", preset, ranks)
+    # One process copies the bank and writes the starting weights (with the SID tokens).
+    with ranks.main_first() as main:
+        work_url = working_copy(bank_url, out) if main else None
+        if main:
+            save_start(model, open_bank(work_url), out)
+    work_url = ranks.broadcast(work_url)
     bank = open_bank(work_url)
-    policy = load_trainable(model, bank)
-    # TRL builds the KL reference from config._name_or_path: point it at the starting weights.
-    start = save_policy(policy, out / "start")
-    policy.model.config._name_or_path = str(start)
-
     cfg = rollout or RolloutConfig()
+    args = grpo_args(preset, out / "trainer", max_steps, started=ranks.launched)
+    args.disable_tqdm = not progress or not ranks.is_main
+    # Every process loads the folder after the arguments exist (ZeRO-3: its partition only).
+    # The folder is also what TRL builds the KL reference from (config._name_or_path) and what
+    # colocated vLLM starts from (model.name_or_path): both name out/start, whose vocabulary
+    # holds the SID tokens.
+    start = out / START_DIR
+    policy = load_started(
+        out, training_device(preset, ranks.local_rank), partitioned=partitions(preset)
+    )
+
     chat = (
         capped_chat_model(chat_model, cfg.max_new_tokens)
         if isinstance(chat_model, str)
         else chat_model
     )
     log_path = out / "rollouts.jsonl"
-    rollouts = GraphRollouts(env, work_url, chat, cfg, log_path=log_path)
+    rollouts = GraphRollouts(env, work_url, chat, cfg, log_path=log_path, ranks=ranks)
     by_query = _reference_sids(bank)
     tasks = env.tasks(limit)
     refs = {t.id: by_query[t.query] for t in tasks if t.query in by_query}
     bank.store.close()
     rows = rollouts.add_tasks(tasks, list(roles), refs, policy.tokenizer, progress=progress)
     funcs, weights = reward_functions(roles)
-    args = grpo_args(preset, out / "trainer", max_steps)
     args.reward_weights = weights
-    args.disable_tqdm = not progress
     with contextlib.redirect_stdout(sys.stderr):
         trainer = GRPOTrainer(
             model=policy.model,
@@ -151,7 +176,8 @@ def run_grpo(
 
     def recorded(inputs: Any) -> Any:
         batch = score(inputs)
-        advantages.append([float(a) for a in batch["advantages"].reshape(-1).tolist()])
+        mine = [float(a) for a in batch["advantages"].reshape(-1).tolist()]
+        advantages.append([a for part in ranks.gather(mine) for a in part])  # every process's
         return batch
 
     trainer._generate_and_score_completions = recorded
@@ -184,14 +210,50 @@ def run_grpo(
     try:
         with contextlib.redirect_stdout(sys.stderr):  # the Trainer prints logs; keep --json clean
             trainer.train()
-    except TooManyFailures as exc:
-        run.fail(report(time.perf_counter() - started, {}).model_dump(mode="json"), str(exc))
+    except TooManyFailures as exc:  # raised on every process at the same batch
+        if ranks.is_main:
+            run.fail(report(time.perf_counter() - started, {}).model_dump(mode="json"), str(exc))
+        # the others leave only once the report is written (a launcher stops every process
+        # as soon as one exits with an error)
+        ranks.barrier()
         raise
     finally:
         rollouts.close()
-        shutil.rmtree(start, ignore_errors=True)  # the reference's weights: only needed to start
     seconds = time.perf_counter() - started
     notes = {"stage": "grpo", "roles": list(roles), "completion": cfg.completion}
-    done = report(seconds, write_policy(policy, out, run, notes=notes))
+    files = write_policy(policy, out, run, notes=notes, trainer=trainer, ranks=ranks)
+    if not ranks.is_main:
+        return _bare_report(trainer, preset, roles, cfg, tasks, seconds, rollouts, files)
+    done = report(seconds, files)
+    shutil.rmtree(start, ignore_errors=True)  # the reference's weights: only needed to start
     run.finish(done.model_dump(mode="json"))
     return done
+
+
+def _bare_report(
+    trainer: Any,
+    preset: TrainPreset,
+    roles: Sequence[Role],
+    cfg: RolloutConfig,
+    tasks: Sequence[Any],
+    seconds: float,
+    rollouts: GraphRollouts,
+    files: dict[str, str],
+) -> GRPOReport:
+    """What a process other than the main one returns (it writes no report and no plot)."""
+    steps = int(trainer.state.global_step)
+    return GRPOReport(
+        out=files["policy"],
+        preset=preset.name,
+        roles=list(roles),
+        completion=cfg.completion,
+        tasks=len(tasks),
+        steps=steps,
+        seconds=round(seconds, 2),
+        steps_per_second=round(steps / seconds, 4) if seconds > 0 else 0.0,
+        rollouts=len(rollouts.log),
+        rewards={},
+        advantages=[],
+        failures=rollouts.failures,
+        files=files,
+    )

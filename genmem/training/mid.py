@@ -22,6 +22,8 @@ policies separately.
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -33,12 +35,20 @@ from genmem.envs.base import Environment, Task
 from genmem.policies.prompts import NO_MEMORY_ANSWER, evolver_user_message, retriever_user_message
 from genmem.policies.sid_decoding import ADDRESS_PROMPT, address_prompt
 from genmem.training.adapters import merge_adapter
-from genmem.training.config import TrainPreset
+from genmem.training.config import TrainPreset, for_processes, partitions, training_device
+from genmem.training.distributed import shard, start_processes, unshard
 from genmem.training.dynamics import plot_loss
 from genmem.training.graph_runs import planner_graph, scratch_bank, solve
-from genmem.training.policy_io import TrainingRun, load_trainable, write_policy
+from genmem.training.policy_io import (
+    START_DIR,
+    TrainingRun,
+    load_started,
+    load_trainable,
+    save_start,
+    write_policy,
+)
 from genmem.training.rollouts import Role
-from genmem.training.sft import logged_losses, sft_train
+from genmem.training.sft import logged_losses, sft_arguments, sft_train
 
 __all__ = ["Keep", "MidReport", "TraceExample", "run_mid", "trace_examples"]
 
@@ -88,13 +98,13 @@ def trace_examples(
 class _Collector:
     """Runs the graphs for one role with the teacher's text turns and the student's SIDs."""
 
-    def __init__(self, env: Environment, bank_url: str, teacher: Any, student: Any, out: Path):
+    def __init__(self, env: Environment, bank_url: str, teacher: Any, student: Any, scratch: Path):
         from genmem.graph.evolver import build_evolver_graph
         from genmem.graph.retriever import build_retriever_graph
         from genmem.memory.location import open_bank
         from genmem.policies.sid_decoding import TransformersSIDGenerator
 
-        self.env, self.bank_url, self.out = env, bank_url, out
+        self.env, self.bank_url, self.scratch = env, bank_url, scratch
         self.bank = open_bank(bank_url)
         addresser = TransformersSIDGenerator(student, self.bank.spec)
         self.retriever = build_retriever_graph(teacher, sid_generator=addresser).compile()
@@ -137,7 +147,7 @@ class _Collector:
 
         ok, trajectory = self.solve(task, None)
         outcome = "success" if ok else "failure"
-        with scratch_bank(self.bank_url, self.out / "scratch.db") as url:
+        with scratch_bank(self.bank_url, self.scratch / "scratch.db") as url:
             state = self.evolver.invoke(
                 {"query": task.query, "trajectory": trajectory, "outcome": outcome},
                 context={"bank_url": url, "memory_k": 3},
@@ -162,64 +172,83 @@ def run_mid(
     preset: TrainPreset,
     role: Role = "retriever",
     model: str | None = None,
-    teacher: str = "local",
+    teacher: str | Any = "local",
     keep: Keep = "correct",
     limit: int = 8,
     max_new_tokens: int = 128,
     max_steps: int | None = None,
     progress: bool = True,
 ) -> MidReport:
-    """Collect ``role`` traces on ``env``'s first ``limit`` tasks, keep, and fine-tune on them."""
+    """Collect ``role`` traces on ``env``'s first ``limit`` tasks, keep, and fine-tune on them.
+
+    ``teacher`` writes the text turns: a model spec, or a chat model.
+
+    Under a launcher every process collects the traces of its share of the tasks (every
+    ``world``-th) with its own scratch bank; the traces are gathered, so every process trains
+    on the same examples, and the main process writes ``traces.jsonl`` in task order.
+    """
     from genmem.experiments.evolution import working_copy
     from genmem.memory.location import open_bank
     from genmem.policies.backends import capped_chat_model
 
-    run = TrainingRun.start(out, "mid", preset)
-    work_url = working_copy(bank_url, out)
-    policy = load_trainable(model, open_bank(work_url))
-    collector = _Collector(env, work_url, capped_chat_model(teacher, max_new_tokens), policy, out)
-    traces_path = out / "traces.jsonl"
-    examples: list[TraceExample] = []
-    kept = 0
+    ranks = start_processes(deepspeed=preset.deepspeed is not None, use_cpu=preset.use_cpu)
+    if ranks.launched:
+        preset = for_processes(preset, ranks.world)
+    run = TrainingRun.start(out, "mid", preset, ranks)
+    device = training_device(preset, ranks.local_rank)
+    with ranks.main_first() as main:
+        work_url = working_copy(bank_url, out) if main else None
+        if main and ranks.launched:
+            save_start(model, open_bank(work_url), out)
+    work_url = ranks.broadcast(work_url)
+    if ranks.launched:  # a whole copy to write SIDs with while collecting; freed before training
+        student = load_started(out, device, partitioned=False)
+    else:
+        student = load_trainable(model, open_bank(work_url), device)
     tasks = env.tasks(limit)
-    with traces_path.open("w", encoding="utf-8") as fh:
-        for task in tqdm(tasks, desc=f"{role} traces", unit="task", disable=not progress):
-            trace = (
-                collector.retriever_trace(task)
-                if role == "retriever"
-                else collector.evolver_trace(task)
+    with tempfile.TemporaryDirectory(prefix="genmem-mid-") as scratch:
+        teacher_model = (
+            capped_chat_model(teacher, max_new_tokens) if isinstance(teacher, str) else teacher
+        )
+        collector = _Collector(env, work_url, teacher_model, student, Path(scratch))
+        mine = [
+            _trace(collector, task, role, keep, student.tokenizer)
+            for task in tqdm(
+                shard(tasks, ranks),
+                desc=f"{role} traces",
+                unit="task",
+                disable=not progress or not ranks.is_main,
             )
-            keep_it = trace["valid"] and (keep == "valid" or trace["correct"])
-            if keep_it:
-                kept += 1
-                examples += trace_examples(
-                    policy.tokenizer,
-                    trace["context"],
-                    trace["sid"],
-                    trace["messages"],
-                    trace["tools"],
-                )
-            record = {k: v for k, v in trace.items() if k not in ("messages", "tools")}
-            fh.write(json.dumps({"task": task.id, "kept": keep_it, **record}, default=str) + "\n")
-            fh.flush()
+        ]
+        spec = collector.bank.spec
+        collector.bank.store.close()
+    traces = unshard(ranks.gather(mine), len(tasks))
+    traces_path = out / "traces.jsonl"
+    if ranks.is_main:
+        with traces_path.open("w", encoding="utf-8") as fh:
+            for task, (record, _) in zip(tasks, traces, strict=True):
+                fh.write(json.dumps({"task": task.id, **record}, default=str) + "\n")
+    examples = [x for _, found in traces for x in found]
+    kept = sum(1 for record, _ in traces if record["kept"])
     if not examples:
         raise ValueError(
             f"no {role} trace passed rejection sampling (keep={keep!r}) on {len(tasks)} tasks; see "
             f"{traces_path}. Use more tasks, a stronger --teacher, or --keep valid"
         )
     pairs = [(x.prompt, x.completion) for x in examples]
-    piece = sft_train(
-        policy, pairs, preset, out, "mid", max_steps, progress, spec=collector.bank.spec
-    )
+    args = sft_arguments(preset, out, "mid", max_steps, progress, started=ranks.launched)
+    if ranks.launched:
+        del student
+        policy = load_started(out, device, partitioned=partitions(preset))
+    else:
+        policy = student
+    piece = sft_train(policy, pairs, preset, out, args, spec=spec, ranks=ranks)
     trainer, seconds = piece.trainer, piece.seconds
     merge_adapter(policy)
     notes = {"stage": "mid", "role": role, "keep": keep, "adapter": preset.adapter}
-    files = write_policy(policy, out, run, notes=notes)
+    files = write_policy(policy, out, run, notes=notes, trainer=trainer, ranks=ranks)
     files["traces"] = str(traces_path)
     loss_steps, losses = logged_losses(trainer)
-    files["plot"] = plot_loss(
-        losses, out / "mid.png", title=f"mid-training loss ({role})", steps=loss_steps
-    )
     report = MidReport(
         out=str(out),
         role=role,
@@ -233,5 +262,30 @@ def run_mid(
         losses=losses,
         files=files,
     )
-    run.finish(report.model_dump(mode="json"))
+    if ranks.is_main:
+        report.files["plot"] = plot_loss(
+            losses, out / "mid.png", title=f"mid-training loss ({role})", steps=loss_steps
+        )
+        if ranks.launched:
+            shutil.rmtree(out / START_DIR, ignore_errors=True)
+        run.finish(report.model_dump(mode="json"))
     return report
+
+
+def _trace(
+    collector: _Collector, task: Task, role: Role, keep: Keep, tokenizer: Any
+) -> tuple[dict[str, Any], list[TraceExample]]:
+    """One task's trace record (as ``traces.jsonl`` keeps it) and the examples it gives."""
+    trace = (
+        collector.retriever_trace(task) if role == "retriever" else collector.evolver_trace(task)
+    )
+    keep_it = trace["valid"] and (keep == "valid" or trace["correct"])
+    found = (
+        trace_examples(tokenizer, trace["context"], trace["sid"], trace["messages"], trace["tools"])
+        if keep_it
+        else []
+    )
+    record = {k: v for k, v in trace.items() if k not in ("messages", "tools")}
+    # JSON-safe now: the record travels between processes and into traces.jsonl as it is
+    record = json.loads(json.dumps({"kept": keep_it, **record}, default=str))
+    return record, found

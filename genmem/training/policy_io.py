@@ -1,17 +1,47 @@
-"""Starting, recording and writing a training run's policy directory (shared by every stage)."""
+"""Starting, recording and writing a training run's policy directory (shared by every stage).
+
+One process (no launcher) trains a private float32 copy loaded in memory
+(:func:`load_trainable`). A launched run starts from a folder instead: the main process loads
+the starting policy, adds the bank's SID tokens and saves it to ``OUT/start`` (:func:`save_start`)
+while the others wait; then every process loads that folder after the Trainer's arguments exist
+(:func:`load_started`), so under DeepSpeed ZeRO-3 each loads only its partition, and the folder
+is also what TRL builds the KL reference from and what vLLM serves.
+
+:func:`write_policy` saves through the Trainer under ZeRO-3 (the weights gathered from every
+process, written by the main one; ``save_pretrained`` on a partitioned module writes empty
+tensors), and with ``save_pretrained`` on the main process otherwise.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from genmem.policies.local import POLICY_FILE, LocalPolicy, load_policy, save_policy
+from genmem.policies.policy_dir import write_info
 from genmem.training.config import TrainPreset
+from genmem.training.distributed import Ranks
 
-__all__ = ["TrainingRun", "load_trainable", "model_path", "write_policy"]
+__all__ = [
+    "START_DIR",
+    "TrainingRun",
+    "load_started",
+    "load_trainable",
+    "model_path",
+    "plain_loading",
+    "save_start",
+    "whole_model",
+    "write_policy",
+    "zero3",
+]
+
+START_DIR = "start"
+"""The folder in ``--out`` that holds a launched run's starting weights."""
 
 
 def model_path(spec: str | None) -> str | None:
@@ -53,24 +83,131 @@ def load_trainable(spec: str | None, bank: Any, device: str = "cpu") -> LocalPol
     return policy
 
 
+@contextlib.contextmanager
+def plain_loading() -> Iterator[None]:
+    """Load models whole inside the block, even while a ZeRO-3 Trainer's config is live.
+
+    transformers partitions every model it loads (``deepspeed.zero.Init``) while a ZeRO-3
+    config is registered; a copy to score, convert or save whole must not be partitioned.
+    """
+    from transformers.integrations import deepspeed as hf_ds
+
+    ref = hf_ds._hf_deepspeed_config_weak_ref
+    live = ref() if ref is not None else None
+    hf_ds.unset_hf_deepspeed_config()
+    try:
+        yield
+    finally:
+        if live is not None:
+            hf_ds.set_hf_deepspeed_config(live)
+
+
+def save_start(spec: str | None, bank: Any, out: Path) -> Path:
+    """Write the starting policy, with ``bank``'s SID tokens, to ``out/start`` (main process)."""
+    with plain_loading():
+        policy = load_trainable(spec, bank)
+        return save_policy(policy, out / START_DIR)
+
+
+def load_started(out: Path, device: str, *, partitioned: bool) -> LocalPolicy:
+    """Every process's copy of ``out/start``, loaded after the Trainer's arguments exist.
+
+    ``partitioned`` (ZeRO-3): transformers loads straight into this process's partition and
+    DeepSpeed places it; otherwise the copy goes to ``device``.
+    """
+    with contextlib.nullcontext() if partitioned else plain_loading():
+        policy = load_policy(out / START_DIR, fresh=True, dtype="float32")
+    if not partitioned and device != "cpu":
+        policy.model.to(device)
+    return policy
+
+
+@contextlib.contextmanager
+def whole_model(trainer: Any, model: Any = None) -> Iterator[Any]:
+    """``trainer``'s model unwrapped, with all its weights (enter it on every process at once).
+
+    Under ZeRO-3 the weights are gathered once and DeepSpeed's hooks are off inside, its
+    step hook included (TRL's unwrap leaves that one, and until DeepSpeed has traced a step it
+    is a collective on every forward pass). So what runs inside issues no collective: SID
+    decoding on the main process alone, text turns of different counts on each. Without a
+    trainer, ``model`` as it is.
+    """
+    if trainer is None:
+        yield model
+        return
+    from trl.models.utils import unwrap_model_for_generation
+
+    with (
+        unwrap_model_for_generation(
+            trainer.model_wrapped,
+            trainer.accelerator,
+            gather_deepspeed3_params=True,
+            gradient_checkpointing_kwargs=getattr(
+                trainer.args, "gradient_checkpointing_kwargs", None
+            ),
+        ) as unwrapped,
+        _without_step_hook(trainer.model_wrapped if zero3(trainer) else None),
+    ):
+        yield unwrapped
+
+
+@contextlib.contextmanager
+def _without_step_hook(engine: Any) -> Iterator[None]:
+    """DeepSpeed ZeRO-3's start-of-forward hook on ``engine``'s module, off inside the block."""
+    optimizer = getattr(engine, "optimizer", None)
+    offload = getattr(optimizer, "parameter_offload", optimizer)
+    handle = getattr(offload, "fwd_pre_hook", None)
+    if handle is None:
+        yield
+        return
+    hooks = offload.module._forward_pre_hooks
+    hook = hooks.pop(handle.id, None)
+    try:
+        yield
+    finally:
+        if hook is not None:
+            hooks[handle.id] = hook
+            hooks.move_to_end(handle.id, last=False)  # first again, where DeepSpeed put it
+
+
+def zero3(trainer: Any) -> bool:
+    """Whether ``trainer`` partitions its parameters (DeepSpeed ZeRO-3)."""
+    if not getattr(trainer, "is_deepspeed_enabled", False):
+        return False
+    plugin = trainer.accelerator.state.deepspeed_plugin
+    return plugin is not None and plugin.zero_stage == 3
+
+
 @dataclass
 class TrainingRun:
-    """``run.json`` in the output directory: the stage, the preset, and whether it finished."""
+    """``run.json`` in the output directory: the stage, the preset, and whether it finished.
+
+    Only the main process of a launched run writes it (``main=False`` records nothing).
+    """
 
     out: Path
     stage: str
     preset: TrainPreset
     started: float = field(default_factory=time.time)
+    main: bool = True
 
     @classmethod
-    def start(cls, out: Path, stage: str, preset: TrainPreset) -> TrainingRun:
+    def start(
+        cls, out: Path, stage: str, preset: TrainPreset, ranks: Ranks | None = None
+    ) -> TrainingRun:
         """Create ``out`` and record the run as started."""
-        out.mkdir(parents=True, exist_ok=True)
-        run = cls(out, stage, preset)
+        main = ranks is None or ranks.is_main
+        if main:
+            out.mkdir(parents=True, exist_ok=True)
+        run = cls(out, stage, preset, main=main)
         run._write("running", None)
+        if ranks is not None:
+            ranks.barrier()  # the folder exists for every process from here on
         return run
 
     def _write(self, status: str, report: dict[str, Any] | None, error: str | None = None) -> None:
+        if not self.main:
+            return
         body = {
             "stage": self.stage,
             "status": status,
@@ -98,11 +235,31 @@ class TrainingRun:
 
 
 def write_policy(
-    policy: LocalPolicy, out: Path, run: TrainingRun, notes: dict[str, Any]
+    policy: LocalPolicy,
+    out: Path,
+    run: TrainingRun,
+    notes: dict[str, Any],
+    *,
+    trainer: Any = None,
+    ranks: Ranks | None = None,
 ) -> dict[str, str]:
-    """Save the trained policy into ``out`` (a directory ``--model local:out`` loads)."""
+    """Save the trained policy into ``out`` (a directory ``--model local:out`` loads).
+
+    Every process of a launched run calls it (a ZeRO-3 save gathers from all of them); the
+    files are written once, by the main process, and all processes return after they exist.
+    """
     info_notes = {**policy.info.notes, **notes, "preset": run.preset.name}
     policy.info = policy.info.model_copy(update={"notes": info_notes})
     policy.model.eval()
-    save_policy(policy, out)
+    main = ranks is None or ranks.is_main
+    if trainer is not None and zero3(trainer):
+        trainer.save_model(str(out))  # gathered 16-bit weights, written by the main process
+        if main:
+            policy.tokenizer.save_pretrained(out)
+            write_info(out, policy.info)
+            (out / "training_args.bin").unlink(missing_ok=True)
+    elif main:
+        save_policy(policy, out)
+    if ranks is not None:
+        ranks.barrier()
     return {"policy": str(out), "policy_info": str(out / POLICY_FILE)}

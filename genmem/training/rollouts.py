@@ -49,6 +49,7 @@ with :class:`~genmem.errors.TooManyFailures`.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -75,6 +76,7 @@ from genmem.policies.sid_decoding import ADDRESS_PROMPT, address_prompt
 from genmem.policies.types import SIDCandidate
 from genmem.training.advantages import CHANNELS
 from genmem.training.config import Completion, RolloutConfig
+from genmem.training.distributed import Ranks, shard, unshard
 from genmem.training.graph_runs import planner_graph, scratch_bank, solve
 from genmem.training.rewards import (
     FAITHFUL_RUBRIC,
@@ -92,6 +94,7 @@ from genmem.training.turns import (
     PolicyTurnChat,
     TurnRecord,
     generation_model,
+    sampled_logprobs,
     trainer_sampler,
 )
 
@@ -151,6 +154,11 @@ def _nan_to_none(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
+def _log_line(row: dict[str, Any]) -> str:
+    """One ``rollouts.jsonl`` line (NaN written null)."""
+    return json.dumps({k: _nan_to_none(v) for k, v in row.items()}) + "\n"
+
+
 @dataclass
 class GraphRollouts:
     """TRL ``rollout_func`` over the graphs; keeps per-completion reward parts for the rewards."""
@@ -168,7 +176,10 @@ class GraphRollouts:
     encoder: Any = None
     """Text encoder of r_loc (None: the embedded default, loaded on first use)."""
     failures: int = 0
+    """Failures of every process of the run so far (counted once per batch when launched)."""
     last_failure: str | None = None
+    ranks: Ranks = field(default_factory=Ranks)
+    """The run's processes: the main one writes the log; baselines and failures are shared."""
 
     def __post_init__(self) -> None:
         from genmem.memory.location import open_bank
@@ -181,7 +192,7 @@ class GraphRollouts:
         self._policy_chat = PolicyTurnChat(max_new_tokens=self.config.max_new_tokens)
         self._lock = threading.RLock()
         self._scratch_ids = itertools.count()
-        if self.log_path is not None:
+        if self.log_path is not None and self.ranks.is_main:
             self.log_path.write_text("", encoding="utf-8")
 
     def close(self) -> None:
@@ -228,21 +239,31 @@ class GraphRollouts:
         tokenizer: Any,
         progress: bool = True,
     ) -> list[dict[str, Any]]:
-        """Run each task once without memory; return the GRPO dataset rows (prompt, role, id)."""
+        """Run each task once without memory; return the GRPO dataset rows (prompt, role, id).
+
+        A launched run splits the baselines over its processes and gathers them, so each runs
+        once and every process builds the same rows.
+        """
         from tqdm.auto import tqdm
 
-        rows = []
-        for task in tqdm(tasks, desc="no-memory baselines", disable=not progress):
+        def baseline(task: Task) -> tuple[str | None, float, str, str | None]:
             answer, outcome, trajectory = self._solve(task, None)
+            return answer, float(outcome.score), trajectory, self.env.signal(outcome)
+
+        mine = shard(tasks, self.ranks)
+        bar = tqdm(mine, desc="no-memory baselines", disable=not progress or not self.ranks.is_main)
+        runs = unshard(self.ranks.gather([baseline(t) for t in bar]), len(tasks))
+        rows = []
+        for task, (answer, score, trajectory, signal) in zip(tasks, runs, strict=True):
             for role in roles:
                 item = RolloutTask(
                     task=task,
                     role=role,
                     reference_sid=reference_sids.get(task.id),
                     base_answer=answer,
-                    base_score=float(outcome.score),
+                    base_score=score,
                     base_trajectory=trajectory,
-                    base_signal=self.env.signal(outcome),
+                    base_signal=signal,
                 )
                 context = (
                     retriever_user_message(task.query)
@@ -262,12 +283,23 @@ class GraphRollouts:
     # -- TRL hook -----------------------------------------------------------------------------
 
     def __call__(self, prompts: list[str], trainer: Any) -> dict[str, Any]:
-        """Sample the SID turns, run the graph (and, whole, the policy's text turns), score."""
+        """Sample the SID turns, run the graph (and, whole, the policy's text turns), score.
+
+        Every process of a launched run calls it once per generation batch with its own
+        prompts; it issues the same collectives on each (one weight gather for the SID turns,
+        one for all the text turns, one gather of the log rows and failure counts), however
+        many of its SIDs were valid.
+
+        Raises:
+            TooManyFailures: the run's failures (all processes) went past ``max_failures``;
+                every process raises it.
+        """
         tok = trainer.processing_class
         self.step = int(trainer.state.global_step)
         prompt_ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
         if self.config.constrained:
-            sid_ids, sid_logprobs = self._sample_constrained(trainer, prompt_ids), None
+            with generation_model(trainer) as model:
+                sid_ids, sid_logprobs = self._sample_constrained(trainer, model, prompt_ids)
         else:
             # TRL's own sampler (transformers or vLLM, ZeRO-3 aware); private, pinned TRL 1.16.
             sid_ids, sid_logprobs = trainer._generate_single_turn(
@@ -275,20 +307,23 @@ class GraphRollouts:
             )
         sid_texts = tok.batch_decode(sid_ids, skip_special_tokens=True)
         whole = self.config.completion == "whole"
-        sampler = trainer_sampler(trainer) if whole else None
         records = [TurnRecord(context=[*prompt_ids[i], *sid_ids[i]]) for i in range(len(prompts))]
+        logged, failed = len(self.log), self.failures
+        with generation_model(trainer) if whole else contextlib.nullcontext() as model:
+            sampler = trainer_sampler(trainer, model) if whole else None
 
-        def rollout(i: int) -> dict[str, Any]:
-            prompt, turns = prompts[i], records[i]
-            role = self.tasks[prompt].role if prompt in self.tasks else "retriever"
-            if sampler is not None:
-                self._policy_chat.begin(turns, sampler, tok, part=_REPLY[role])
-            try:
-                return self.score(prompt, sid_texts[i], turns=turns)
-            finally:
-                self._policy_chat.end()
+            def rollout(i: int) -> dict[str, Any]:
+                prompt, turns = prompts[i], records[i]
+                role = self.tasks[prompt].role if prompt in self.tasks else "retriever"
+                if sampler is not None:
+                    self._policy_chat.begin(turns, sampler, tok, part=_REPLY[role])
+                try:
+                    return self.score(prompt, sid_texts[i], turns=turns)
+                finally:
+                    self._policy_chat.end()
 
-        scored = dict(run_tasks(rollout, range(len(prompts)), concurrency=self.workers()))
+            scored = dict(run_tasks(rollout, range(len(prompts)), concurrency=self.workers()))
+        self._share_batch(logged, failed)
         completion_ids, env_mask, logprobs = [], [], []
         parts = [scored[i] for i in range(len(prompts))]
         for i, turns in enumerate(records):
@@ -306,6 +341,41 @@ class GraphRollouts:
             out["env_mask"] = env_mask
         return out
 
+    def _share_batch(self, logged: int, failed: int) -> None:
+        """Pool this batch's log rows and failures over the processes; stop on too many.
+
+        One process alone writes each row as its rollout ends; a launched run gathers every
+        process's rows here and the main process writes them, so ``rollouts.jsonl``,
+        :attr:`log` and :attr:`failures` cover the whole run on every process.
+        """
+        with self._lock:
+            rows, new = self.log[logged:], self.failures - failed
+            last = self.last_failure if new else None
+        if self.ranks.distributed:
+            shared = self.ranks.gather((rows, new, last))
+            rows = [row for part, _, _ in shared for row in part]
+            new = sum(n for _, n, _ in shared)
+            last = next((x for _, _, x in shared if x is not None), last)
+            with self._lock:
+                self.log[logged:] = rows
+                self.failures = failed + new
+                self.last_failure = last or self.last_failure
+            if self.log_path is not None and self.ranks.is_main:
+                with self.log_path.open("a", encoding="utf-8") as fh:
+                    fh.writelines(_log_line(row) for row in rows)
+        self._stop_if_too_many()
+
+    def _stop_if_too_many(self) -> None:
+        """Raise :class:`TooManyFailures` once the run's failures pass ``max_failures``."""
+        if self.failures > self.config.max_failures:
+            raise TooManyFailures(
+                f"{self.failures} GRPO failures (max_failures={self.config.max_failures}); "
+                f"the last: {self.last_failure}. Fix the cause, or raise --max-failures",
+                failures=self.failures,
+                limit=self.config.max_failures,
+                last_error=self.last_failure or "",
+            )
+
     def workers(self) -> int:
         """How many rollouts run at once: ``concurrency``, or 1 (with a warning) when unsafe."""
         whole = self.config.completion == "whole"
@@ -317,8 +387,14 @@ class GraphRollouts:
             blocked="whole-turn rollouts sample through the trainer's one model" if whole else None,
         )
 
-    def _sample_constrained(self, trainer: Any, prompt_ids: list[list[int]]) -> list[list[int]]:
-        """Sample one SID per prompt under the trie of all SIDs, then the end token."""
+    def _sample_constrained(
+        self, trainer: Any, model: Any, prompt_ids: list[list[int]]
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        """Sample one SID per prompt under the trie of all SIDs, then the end token.
+
+        Returns the tokens and their log-probabilities under the unconstrained model (what
+        TRL compares its own with, e.g. vLLM's importance-sampling correction).
+        """
         import torch
 
         from genmem.policies.sid_decoding import SIDTrie
@@ -327,26 +403,30 @@ class GraphRollouts:
         tok = trainer.processing_class
         trie = SIDTrie(self.spec, sid_token_ids(tok, self.spec), None)
         out: list[list[int]] = []
-        with generation_model(trainer) as model:
-            for ids in prompt_ids:
-                n = len(ids)
+        logprobs: list[list[float]] = []
+        for ids in prompt_ids:
+            n = len(ids)
 
-                def allowed(_: int, seq: Any, n: int = n) -> list[int]:
-                    done = seq[n:].tolist()
-                    if len(done) >= self.spec.levels:
-                        return [tok.eos_token_id]
-                    return trie.allowed(done)
+            def allowed(_: int, seq: Any, n: int = n) -> list[int]:
+                done = seq[n:].tolist()
+                if len(done) >= self.spec.levels:
+                    return [tok.eos_token_id]
+                return trie.allowed(done)
 
-                gen = model.generate(
-                    torch.tensor([ids], device=model.device),
-                    do_sample=True,
-                    temperature=trainer.temperature,
-                    max_new_tokens=self.spec.levels + 1,
-                    prefix_allowed_tokens_fn=allowed,
-                    pad_token_id=tok.pad_token_id,
-                )
-                out.append(gen[0, n:].tolist())
-        return out
+            gen = model.generate(
+                torch.tensor([ids], device=model.device),
+                do_sample=True,
+                temperature=trainer.temperature,
+                max_new_tokens=self.spec.levels + 1,
+                prefix_allowed_tokens_fn=allowed,
+                pad_token_id=tok.pad_token_id,
+                output_logits=True,
+                return_dict_in_generate=True,
+            )
+            new = gen.sequences[0, n:].tolist()
+            out.append(new)
+            logprobs.append(sampled_logprobs(gen.logits, new, trainer.temperature))
+        return out, logprobs
 
     # -- one rollout --------------------------------------------------------------------------
 
@@ -358,7 +438,9 @@ class GraphRollouts:
         ``turns`` collects the policy's text turns in whole-turn mode (for the log).
 
         Raises:
-            TooManyFailures: this rollout's failure was one more than ``max_failures``.
+            TooManyFailures: one process only: this rollout's failure was one more than
+                ``max_failures`` (a launched run decides at the end of the batch, on every
+                process at once).
         """
         item = self.tasks.get(prompt)
         if item is None:
@@ -399,20 +481,13 @@ class GraphRollouts:
             **parts,
             "errors": errors,
         }
-        line = json.dumps({k: _nan_to_none(v) for k, v in row.items()}) + "\n"
         with self._lock:
             self.log.append(row)
-            if self.log_path is not None:
-                with self.log_path.open("a", encoding="utf-8") as fh:
-                    fh.write(line)
-            if self.failures > self.config.max_failures:
-                raise TooManyFailures(
-                    f"{self.failures} GRPO failures (max_failures={self.config.max_failures}); "
-                    f"the last: {self.last_failure}. Fix the cause, or raise --max-failures",
-                    failures=self.failures,
-                    limit=self.config.max_failures,
-                    last_error=self.last_failure or "",
-                )
+            if not self.ranks.distributed:  # one process: the row is written, the run may stop
+                if self.log_path is not None:
+                    with self.log_path.open("a", encoding="utf-8") as fh:
+                        fh.write(_log_line(row))
+                self._stop_if_too_many()
         return parts
 
     def _failed(self, what: str, task: Task, exc: BaseException) -> str:

@@ -22,8 +22,9 @@ from typing import Any
 
 from genmem.training.adapters import attach_adapter, optimizer_for
 from genmem.training.config import Stage, TrainPreset, sft_args
+from genmem.training.distributed import Ranks
 
-__all__ = ["Pieces", "SFTRun", "last_checkpoint", "logged_losses", "sft_train"]
+__all__ = ["Pieces", "SFTRun", "last_checkpoint", "logged_losses", "sft_arguments", "sft_train"]
 
 _STEP = re.compile(r"checkpoint-[0-9]+")
 """The folder name the Trainer gives a checkpoint."""
@@ -100,18 +101,22 @@ def _drop_torn_checkpoints(out: Path, resume_from: str) -> None:
             shutil.rmtree(folder)
 
 
-def _pause_callback(seconds: float) -> Any:
+def _pause_callback(seconds: float, ranks: Ranks) -> Any:
     from transformers import TrainerCallback
 
     class Pause(TrainerCallback):
-        """Stops training (with a checkpoint) once ``seconds`` of training have passed."""
+        """Stops training (with a checkpoint) once ``seconds`` of training have passed.
+
+        Every process stops at the same step: the first to run late decides for all (one
+        stopping alone would leave the others waiting in the next step's collectives).
+        """
 
         def __init__(self) -> None:
             self.started = time.perf_counter()
             self.paused = False
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-            late = time.perf_counter() - self.started >= seconds
+            late = any(ranks.gather(time.perf_counter() - self.started >= seconds))
             if late and state.global_step < state.max_steps:
                 control.should_training_stop = True
                 control.should_save = True
@@ -121,23 +126,48 @@ def _pause_callback(seconds: float) -> Any:
     return Pause()
 
 
-def sft_train(
-    policy: Any,
-    pairs: Iterable[tuple[str, str]],
+def sft_arguments(
     preset: TrainPreset,
     out: Path,
     stage: Stage,
     max_steps: int | None,
     progress: bool,
     *,
+    pieces: Pieces | None = None,
+    started: bool = False,
+) -> Any:
+    """TRL's ``SFTConfig`` of one piece: made before the model loads (ZeRO-3 partitions it then).
+
+    ``started``: a launched run whose process group :mod:`genmem.training.distributed` began.
+    """
+    pieces = pieces or Pieces()
+    args = sft_args(preset, out / "trainer", stage, max_steps, started=started)
+    args.disable_tqdm = not progress
+    if pieces.checkpoint_every or pieces.pause_after is not None:
+        args.save_strategy = "steps"
+        args.save_steps = pieces.checkpoint_every or 10**9
+        args.save_total_limit = 1
+    return args
+
+
+def sft_train(
+    policy: Any,
+    pairs: Iterable[tuple[str, str]],
+    preset: TrainPreset,
+    out: Path,
+    args: Any,
+    *,
     spec: Any = None,
     pieces: Pieces | None = None,
     callbacks: Sequence[Any] = (),
+    ranks: Ranks | None = None,
 ) -> SFTRun:
     """Train ``policy`` in place (loss on the completion only) and say what the piece did.
 
-    With ``preset.adapter == "lora"`` the policy's model is wrapped in adapters (``spec`` names
-    the SID rows that train); the caller merges them (:func:`merge_adapter`) before saving.
+    ``args`` come from :func:`sft_arguments`. With ``preset.adapter == "lora"`` the policy's
+    model is wrapped in adapters (``spec`` names the SID rows that train); the caller merges
+    them (:func:`merge_adapter`) before saving. A callback with a ``trainer`` attribute is
+    handed the trainer (the learning curve gathers ZeRO-3 weights through it).
     """
     from datasets import Dataset
     from trl import SFTTrainer
@@ -146,20 +176,15 @@ def sft_train(
     resume_from = last_checkpoint(out) if pieces.resume or pieces.finish else None
     if (pieces.resume or pieces.finish) and resume_from is None:
         raise ValueError(f"nothing to resume: {out / 'trainer'} holds no checkpoint")
-    if resume_from is not None:
+    if resume_from is not None and args.process_index == 0:
         _drop_torn_checkpoints(out, resume_from)
     if preset.adapter != "full":
         if spec is None:
             raise ValueError("adapter training needs the SID spec of the rows it trains")
         attach_adapter(policy, spec, preset)
     dataset = Dataset.from_list([{"prompt": p, "completion": c} for p, c in pairs])
-    args = sft_args(preset, out / "trainer", stage, max_steps)
-    args.disable_tqdm = not progress
-    if pieces.checkpoint_every or pieces.pause_after is not None:
-        args.save_strategy = "steps"
-        args.save_steps = pieces.checkpoint_every or 10**9
-        args.save_total_limit = 1
-    pause = _pause_callback(pieces.pause_after) if pieces.pause_after is not None else None
+    ranks = ranks or Ranks()
+    pause = _pause_callback(pieces.pause_after, ranks) if pieces.pause_after is not None else None
     trainer = SFTTrainer(
         model=policy.model,
         args=args,
@@ -168,6 +193,9 @@ def sft_train(
         optimizers=(optimizer_for(policy.model, preset, args.learning_rate), None),
         callbacks=[*callbacks, *([pause] if pause else [])],
     )
+    for callback in callbacks:
+        if hasattr(callback, "trainer"):
+            callback.trainer = trainer
     started = time.perf_counter()
     if pieces.finish:
         assert resume_from is not None

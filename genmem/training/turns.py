@@ -32,7 +32,14 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
-__all__ = ["PolicyTurnChat", "Sampler", "TurnRecord", "generation_model", "trainer_sampler"]
+__all__ = [
+    "PolicyTurnChat",
+    "Sampler",
+    "TurnRecord",
+    "generation_model",
+    "sampled_logprobs",
+    "trainer_sampler",
+]
 
 Sampler = Callable[[list[int], int], tuple[list[int], list[float]]]
 """Samples a continuation of the token ids (at most N new tokens): its ids and their logprobs."""
@@ -124,25 +131,27 @@ class PolicyTurnChat(BaseChatModel):
 
 @contextlib.contextmanager
 def generation_model(trainer: Any) -> Iterator[Any]:
-    """``trainer``'s model ready to generate (weights gathered under ZeRO-3), as TRL does it."""
-    import torch
-    from trl.models.utils import unwrap_model_for_generation
+    """``trainer``'s model ready to generate: whole, and quiet under ZeRO-3.
 
-    args = trainer.args
-    with (
-        unwrap_model_for_generation(
-            trainer.model_wrapped,
-            trainer.accelerator,
-            gather_deepspeed3_params=args.ds3_gather_for_generation,
-            gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
-        ) as model,
-        torch.no_grad(),
-    ):
+    See :func:`~genmem.training.policy_io.whole_model`: the weights are gathered (whatever
+    ``ds3_gather_for_generation`` says) and no forward pass inside is a collective, because
+    the processes of a run generate different numbers of replies and tokens.
+    """
+    import torch
+
+    from genmem.training.policy_io import whole_model
+
+    with whole_model(trainer) as model, torch.no_grad():
         yield model
 
 
-def trainer_sampler(trainer: Any) -> Sampler:
-    """Sampling from ``trainer``'s model with its generation settings, as TRL's own sampler."""
+def trainer_sampler(trainer: Any, model: Any) -> Sampler:
+    """Sampling from ``model`` (``trainer``'s, made whole by :func:`generation_model` once for
+    the whole batch) with the trainer's generation settings, as TRL's own sampler.
+
+    The weights are gathered once per batch, not per reply: under ZeRO-3 each gather is a
+    collective, and processes write different numbers of replies.
+    """
 
     def sample(context: list[int], max_new_tokens: int) -> tuple[list[int], list[float]]:
         import torch
@@ -162,8 +171,8 @@ def trainer_sampler(trainer: Any) -> Sampler:
             pad_token_id=tok.pad_token_id,
             disable_compile=True,
         )
-        with generation_model(trainer) as model:
-            ids = torch.tensor([context], device=model.device)
+        ids = torch.tensor([context], device=model.device)
+        with torch.no_grad():
             out = model.generate(
                 input_ids=ids,
                 attention_mask=torch.ones_like(ids),
@@ -174,10 +183,22 @@ def trainer_sampler(trainer: Any) -> Sampler:
         new = out.sequences[0, len(context) :].tolist()
         end = next((i + 1 for i, t in enumerate(new) if t in eos), len(new))
         new = new[:end]
-        # TRL scores a token as log_softmax(logits / temperature): report the same quantity.
-        logits = torch.stack(out.logits[:end], dim=1)[0].float() / trainer.temperature
-        chosen = torch.tensor(new, device=logits.device)[:, None]
-        picked = torch.log_softmax(logits, dim=-1).gather(1, chosen)
-        return new, picked[:, 0].tolist()
+        return new, sampled_logprobs(out.logits[:end], new, trainer.temperature)
 
     return sample
+
+
+def sampled_logprobs(logits: Any, tokens: list[int], temperature: float) -> list[float]:
+    """Log-probabilities of ``tokens`` under the raw ``logits`` of each step, as TRL scores them.
+
+    TRL scores a token as ``log_softmax(logits / temperature)`` of the unconstrained model;
+    the sampler reports the same quantity (not the masked distribution a constraint sampled
+    from), so its importance-sampling correction sees the policy's own probabilities.
+    """
+    import torch
+
+    if not tokens:
+        return []
+    stacked = torch.stack(list(logits[: len(tokens)]), dim=1)[0].float() / temperature
+    chosen = torch.tensor(tokens, device=stacked.device)[:, None]
+    return torch.log_softmax(stacked, dim=-1).gather(1, chosen)[:, 0].tolist()

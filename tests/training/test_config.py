@@ -31,20 +31,31 @@ def test_cpu_preset_builds_trl_arguments(tmp_path) -> None:
 
 def test_a100_preset_is_the_papers_table(tmp_path) -> None:
     p = PRESETS["a100x8"]
-    assert p.global_batch == 256 and p.num_generations == 8 and p.rollout_batch == 32
+    # GRPO: the appendix table (global batch 256 = 32 prompts x G 8, LR 3e-5, beta 0.04, 200
+    # steps); alignment LR from the table, its steps and batch 48 from section 4; mid-training
+    # from section 4 (LR 2e-6, 157 steps, batch 32).
+    assert p.stage_batch("grpo") == 256 and p.num_generations == 8 and p.rollout_batch == 32
     assert (p.align_learning_rate, p.grpo_learning_rate, p.beta) == (2e-5, 3e-5, 0.04)
+    assert (p.mid_learning_rate, p.mid_max_steps, p.stage_batch("mid")) == (2e-6, 157, 32)
+    assert (p.align_max_steps, p.stage_batch("align")) == (17465, 48)
     assert p.grpo_max_steps == 200 and p.use_vllm and p.bf16
     kw = grpo_kwargs(p, tmp_path, None)
     assert kw["deepspeed"] == str(config_file("zero3.json"))
-    assert kw["vllm_mode"] == "colocate" and kw["per_device_train_batch_size"] == 32
-    assert sft_kwargs(p, tmp_path, "align", None)["learning_rate"] == 2e-5
+    assert kw["vllm_mode"] == "colocate"
+    # 8 GPUs x 8 per pass x 4 accumulated = the 256 completions of one generation batch
+    assert (kw["per_device_train_batch_size"], kw["gradient_accumulation_steps"]) == (8, 4)
+    align = sft_kwargs(p, tmp_path, "align", None)
+    assert align["learning_rate"] == 2e-5 and align["max_steps"] == 17465
+    assert align["per_device_train_batch_size"] * align["gradient_accumulation_steps"] * 8 == 48
+    mid = sft_kwargs(p, tmp_path, "mid", None)
+    assert mid["per_device_train_batch_size"] * mid["gradient_accumulation_steps"] * 8 == 32
     # Everything but the GPU-only parts builds on this CPU machine.
     cpu_view = {**kw, "use_cpu": True, "deepspeed": None}
     from trl import GRPOConfig
 
     built = GRPOConfig(**cpu_view)
     assert built.vllm_mode == "colocate" and built.num_generations == 8
-    assert built.generation_batch_size == 32
+    assert built.generation_batch_size == 32  # one process here: 8 per pass x 4
 
 
 def test_deepspeed_and_accelerate_files_parse() -> None:
@@ -95,7 +106,7 @@ def test_cpu_lora_preset_trains_adapters_on_short_grouped_batches(tmp_path) -> N
 
 
 def test_unknown_preset_name() -> None:
-    with pytest.raises(ValueError, match="use cpu, cpu-lora, gpu-lora, a100x8"):
+    with pytest.raises(ValueError, match="use cpu, cpu-lora, cpu-ddp, cpu-zero3, gpu, gpu-lora"):
         load_preset("h100x64")
 
 
@@ -122,17 +133,54 @@ def test_grpo_flags_take_their_help_from_the_rollout_config() -> None:
         assert _rollout_help(name).startswith(description.rstrip("."))
 
 
-def test_a_stage_starts_on_the_gpu_only_for_a_single_gpu_preset_on_a_gpu_machine(
-    monkeypatch,
-) -> None:
+def test_each_process_places_its_copy_on_its_own_gpu(monkeypatch) -> None:
+    """Issue 37 item 8: a multi-GPU preset used to start every rank on the CPU."""
     import torch
 
     from genmem.training.config import PRESETS, training_device
 
-    one_gpu = PRESETS["cpu-lora"].model_copy(update={"use_cpu": False, "bf16": True})
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert training_device(PRESETS["cpu-lora"]) == training_device(one_gpu) == "cpu"
+    assert training_device(PRESETS["gpu"]) == training_device(PRESETS["a100x8"], 3) == "cpu"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert training_device(one_gpu) == "cuda"
-    assert training_device(PRESETS["cpu"]) == "cpu"
-    assert training_device(PRESETS["a100x8"]) == "cpu"  # accelerate places it on the 8 GPUs
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert training_device(PRESETS["gpu"]) == "cuda"
+    assert training_device(PRESETS["cpu"]) == training_device(PRESETS["cpu-ddp"], 1) == "cpu"
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    assert training_device(PRESETS["a100x8"], 3) == "cuda:3"
+
+
+def test_launched_runs_recheck_the_batch_split_for_their_process_count() -> None:
+    from genmem.training.config import PRESETS, for_processes
+
+    assert for_processes(PRESETS["gpu-zero3"], 2).num_processes == 2
+    assert for_processes(PRESETS["cpu-ddp"], 2) is PRESETS["cpu-ddp"]
+    with pytest.raises(ValueError, match="planned for 8 processes and the launcher started 3"):
+        for_processes(PRESETS["a100x8"], 3)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("use_cpu: true\ndeepspeed: zero3.json\n", "DS_ACCELERATOR=cpu"),
+        ("base: cpu-zero3\nadapter: lora\n", "adapter 'full' under DeepSpeed"),
+        ("base: a100x8\nmid_global_batch: 20\n", "mid's batch of 20 does not split"),
+    ],
+)
+def test_distributed_presets_refuse_what_cannot_run(tmp_path, body, message) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text(body)
+    with pytest.raises(ValueError, match=message):
+        load_preset(str(f))
+
+
+def test_server_mode_preset_reaches_trl_with_its_host_and_port(tmp_path) -> None:
+    p = PRESETS["a100x4-server"]
+    kw = grpo_kwargs(p, tmp_path, None)
+    assert kw["vllm_mode"] == "server" and kw["use_vllm"]
+    assert (kw["vllm_server_host"], kw["vllm_server_port"]) == ("127.0.0.1", 8000)
+    # 4 GPUs x 4 per pass x 16 accumulated = 256 completions per step
+    assert kw["per_device_train_batch_size"] * kw["gradient_accumulation_steps"] * 4 == 256
+    from trl import GRPOConfig
+
+    built = GRPOConfig(**{**kw, "use_cpu": True, "deepspeed": None})
+    assert built.vllm_server_port == 8000 and built.vllm_mode == "server"

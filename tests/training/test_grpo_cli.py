@@ -30,7 +30,7 @@ PROBE = "model.layers.0.self_attn.q_proj.weight"
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--config", "nope"], "use cpu, cpu-lora, gpu-lora, a100x8"),
+        (["--config", "nope"], "use cpu, cpu-lora, cpu-ddp, cpu-zero3, gpu, gpu-lora"),
         (["--dataset", "gsm8k", "--split", "train"], "is now spelled --bench gsm8k-train"),
         (["--bench", "gsm8k-dev"], "invalid choice"),
         (["--data", "/no/tasks.jsonl"], "does not exist"),

@@ -17,71 +17,18 @@ import time
 from typing import Any
 
 import pytest
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
-from langchain_core.messages import HumanMessage, ToolMessage
-from langchain_core.runnables import RunnableLambda
-from pydantic import Field, PrivateAttr
+from pydantic import PrivateAttr
 
 from genmem.envs.gsm8k import GSM8KEnvironment
 from genmem.errors import TooManyFailures
 from genmem.memory.sid import SID
-from genmem.training.rewards import JudgeVerdict
 from genmem.training.rollouts import GraphRollouts, RolloutConfig
-from tests.fakes import HashEncoder
+from tests.fakes import HashEncoder, RoutingChat
 from tests.graph._banks import A, one_entry_bank
 
 EMPTY = SID((3, 0, 7, 5))
 """An empty slot next to :data:`A` (shares three levels with it)."""
 _SID = re.compile(r"(?:<SID_L\d+_\d+>){4}")
-
-
-class RoutingChat(FakeListChatModel):
-    """Answers each graph call by what it is: a decision, a rewrite, a plan, a verdict.
-
-    Records every prompt (all messages of a call, joined) and every judge prompt apart.
-    """
-
-    responses: list[str] = Field(default_factory=lambda: ["unused"])
-    prompts: list[str] = Field(default_factory=list)
-    judged: list[str] = Field(default_factory=list)
-    answer: str = "7"
-    support: str = "Work out the price of one item, then multiply."
-    lesson: str = "find the price of one item before multiplying."
-    judge_error: str | None = None
-    planner_error: str | None = None
-    decisions: int = 0
-
-    def _call(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[override]
-        text = "\n".join(str(m.content) for m in messages)
-        self.prompts.append(text)
-        last = str(messages[-1].content)
-        if "give your decision" in last:
-            sid = _SID.search(last).group(0)  # the slot the instruction names
-            op = "revise" if "holds an entry" in last else "insert"
-            self.decisions += 1
-            # grounded like a real lesson: it names the kind of problem it was learnt on
-            query = text.split("Task:\n", 1)[1].split("\n\nTrajectory", 1)[0]
-            payload = f"Lesson {self.decisions}: {self.lesson} Learnt on: {query[:60]}"
-            return json.dumps({"analysis": "a", "op": op, "sid": sid, "payload": payload})
-        if any(isinstance(m, ToolMessage) for m in messages):
-            # grounded like a real rewrite: it names the task it is for
-            task = next(str(m.content) for m in messages if isinstance(m, HumanMessage))
-            return f"<answer>{self.support} For: {task[:60]}</answer>"
-        if self.planner_error:
-            raise RuntimeError(self.planner_error)
-        return json.dumps({"thought": "t", "action": {"action": "finish", "answer": self.answer}})
-
-    def with_structured_output(self, schema: Any, **kwargs: Any) -> Any:  # the judge only
-        if schema is not JudgeVerdict:
-            raise NotImplementedError("plain text for everything but the judge")
-
-        def verdict(messages: list) -> JudgeVerdict:
-            self.judged.append("\n".join(str(m.content) for m in messages))
-            if self.judge_error:
-                raise ConnectionError(self.judge_error)
-            return JudgeVerdict(reason="ok", score=1)
-
-        return RunnableLambda(verdict)
 
 
 @pytest.fixture(scope="module")

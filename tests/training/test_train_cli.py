@@ -16,7 +16,7 @@ from tests.training._weights import assert_trained
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--config", "h100x64"], "use cpu, cpu-lora, gpu-lora, a100x8"),
+        (["--config", "h100x64"], "use cpu, cpu-lora, cpu-ddp, cpu-zero3, gpu, gpu-lora"),
         (["--model", "/no/such/policy"], "policy directory"),
         (["--weights", "query_sid=two"], "not a number"),
         (["--weights", "querysid=1"], "NAME=VALUE"),

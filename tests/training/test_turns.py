@@ -9,7 +9,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from genmem.policies.chat_local import to_chat_messages
-from genmem.training.turns import PolicyTurnChat, TurnRecord, trainer_sampler
+from genmem.training.turns import PolicyTurnChat, TurnRecord, generation_model, trainer_sampler
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +91,8 @@ def test_sampled_logprobs_are_what_the_model_gives_the_sampled_tokens(policy) ->
     )
     context = tok("<|im_start|>user\nName a fruit.<|im_end|>\n<|im_start|>assistant\n")["input_ids"]
     torch.manual_seed(0)
-    new, logprobs = trainer_sampler(trainer)(context, 6)
+    with generation_model(trainer) as model:
+        new, logprobs = trainer_sampler(trainer, model)(context, 6)
     assert 1 <= len(new) <= 6 and len(logprobs) == len(new)
     with torch.no_grad():
         logits = policy.model(torch.tensor([context + new])).logits[0].float()
