@@ -1,12 +1,13 @@
 """One process of a launched training run, for the multi-process tests (not collected).
 
-``torchrun --nproc_per_node 2 tests/training/ranks_driver.py PRESET OUT BANK_URL MODEL_DIR``
-runs, in every process, alignment (with a learning curve), mid-training, GRPO in each
+``torchrun --nproc_per_node 2 tests/training/ranks_driver.py PRESET OUT BANK_URL MODEL_DIR
+[STAGES]`` runs, in every process, alignment (with a learning curve), mid-training, GRPO in each
 completion mode, and a GRPO run whose judge fails on process 1 only. The planner, judge and
 teacher are the deterministic :class:`~tests.fakes.RoutingChat`; the policy is a real (tiny)
 transformers model trained by the real Trainer, DeepSpeed included. Each process writes
 ``OUT/rank<R>.json``: what its stages returned, what each saved policy held against the
-trained parameters, and the error the failing run ended with.
+trained parameters, and the error the failing run ended with. Run without a launcher it is the
+one-process reference the launched runs are compared with.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def _watch_saves(record: dict[str, Any]) -> None:
                 for n, p in whole.named_parameters()
             }
         files = original(policy, out, run, notes, **kw)
-        if int(os.environ["RANK"]) == 0:
+        if int(os.environ.get("RANK", "0")) == 0:
             from genmem.policies.local import load_policy
 
             with plain_loading():
@@ -78,8 +79,8 @@ def main() -> None:
 
     out = Path(out_text)
     preset = load_preset(preset_name)
-    rank = int(os.environ["RANK"])
-    record: dict[str, Any] = {"rank": rank, "world": int(os.environ["WORLD_SIZE"])}
+    rank = int(os.environ.get("RANK", "0"))  # one process without a launcher: the reference
+    record: dict[str, Any] = {"rank": rank, "world": int(os.environ.get("WORLD_SIZE", "1"))}
     _watch_saves(record)
     env = GSM8KEnvironment(DATA_DIR / "gsm8k" / "train.jsonl")  # the bank's own queries
     if "align" in stages:

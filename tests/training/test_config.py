@@ -65,6 +65,12 @@ def test_deepspeed_and_accelerate_files_parse() -> None:
     acc = yaml.safe_load(config_file("accelerate_zero3.yaml").read_text())
     assert acc["distributed_type"] == "DEEPSPEED" and acc["num_processes"] == 8
     assert acc["deepspeed_config"]["deepspeed_config_file"].endswith("zero3.json")
+    # The serving split keeps training on 4 GPUs; vLLM and the planner have the other 4.
+    split = yaml.safe_load(config_file("accelerate_zero3_server.yaml").read_text())
+    assert split["num_processes"] == PRESETS["a100x4-server"].num_processes == 4
+    assert str(split["gpu_ids"]).split(",") == ["0", "1", "2", "3"]
+    cpu = json.loads(config_file("zero3_cpu.json").read_text())["zero_optimization"]
+    assert cpu["stage"] == 3 and cpu["stage3_param_persistence_threshold"] == 0
 
 
 def test_preset_file_overrides_its_base(tmp_path) -> None:
