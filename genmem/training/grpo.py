@@ -183,7 +183,7 @@ def run_grpo(
     trainer._generate_and_score_completions = recorded
     started = time.perf_counter()
 
-    def report(seconds: float, files: dict[str, str]) -> GRPOReport:
+    def report(seconds: float, files: dict[str, str], plot: bool = True) -> GRPOReport:
         steps = int(trainer.state.global_step)
         names = [f.__name__ for f in funcs]
         made = GRPOReport(
@@ -202,9 +202,10 @@ def run_grpo(
             failures=rollouts.failures,
             files={**files, "rollouts": str(log_path)},
         )
-        made.files["plot"] = plot_grpo_dynamics(
-            rollouts.log, {r: PARTS[r] for r in roles}, out / "grpo.png"
-        )
+        if plot:
+            made.files["plot"] = plot_grpo_dynamics(
+                rollouts.log, {r: PARTS[r] for r in roles}, out / "grpo.png"
+            )
         return made
 
     try:
@@ -222,38 +223,9 @@ def run_grpo(
     seconds = time.perf_counter() - started
     notes = {"stage": "grpo", "roles": list(roles), "completion": cfg.completion}
     files = write_policy(policy, out, run, notes=notes, trainer=trainer, ranks=ranks)
-    if not ranks.is_main:
-        return _bare_report(trainer, preset, roles, cfg, tasks, seconds, rollouts, files)
+    if not ranks.is_main:  # the same figures (its log is every process's), no files written
+        return report(seconds, files, plot=False)
     done = report(seconds, files)
     shutil.rmtree(start, ignore_errors=True)  # the reference's weights: only needed to start
     run.finish(done.model_dump(mode="json"))
     return done
-
-
-def _bare_report(
-    trainer: Any,
-    preset: TrainPreset,
-    roles: Sequence[Role],
-    cfg: RolloutConfig,
-    tasks: Sequence[Any],
-    seconds: float,
-    rollouts: GraphRollouts,
-    files: dict[str, str],
-) -> GRPOReport:
-    """What a process other than the main one returns (it writes no report and no plot)."""
-    steps = int(trainer.state.global_step)
-    return GRPOReport(
-        out=files["policy"],
-        preset=preset.name,
-        roles=list(roles),
-        completion=cfg.completion,
-        tasks=len(tasks),
-        steps=steps,
-        seconds=round(seconds, 2),
-        steps_per_second=round(steps / seconds, 4) if seconds > 0 else 0.0,
-        rollouts=len(rollouts.log),
-        rewards={},
-        advantages=[],
-        failures=rollouts.failures,
-        files=files,
-    )

@@ -55,6 +55,9 @@ def _watch_saves(record: dict[str, Any]) -> None:
                     if n in got
                 ),
                 "parameters": sum(p.numel() for p in saved.parameters()),
+                # what TRL's reference and colocated vLLM were started from
+                "name_or_path": str(kw["trainer"].model.name_or_path),
+                "config_name_or_path": str(kw["trainer"].model.config._name_or_path),
             }
         return files
 

@@ -139,6 +139,9 @@ def test_two_processes_run_every_stage_with_one_writer_per_file(
         assert saved["names_match"] and saved["smallest"] > 0, name
         assert saved["max_difference"] < 1e-4, name
         assert saved["parameters"] == saves["align"]["parameters"], name
+        if name.startswith("grpo"):  # the folder whose vocabulary holds the SID tokens
+            start = str(out / name / "start")
+            assert saved["name_or_path"] == saved["config_name_or_path"] == start
 
     # GRPO: both processes' rollouts in the log and the report, on every process.
     for mode in ("whole", "sid", "constrained"):

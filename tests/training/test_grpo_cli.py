@@ -8,6 +8,7 @@ failures follow.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import numpy as np
@@ -135,6 +136,17 @@ def test_joint_grpo_trains_whole_turns_through_the_graph(
         for ids, mask in zip(out_["completion_ids"], out_["env_mask"], strict=True)
     ]
     assert len(completions) == 4
+    # --constrained reports the sampled tokens' log-probabilities too (issue 37: it gave None,
+    # which TRL's vLLM importance-sampling correction subtracts from): one per token, the SID
+    # turn's included, <= 0, and 0.0 exactly on the masked lookup tokens.
+    for out_ in rollout_outputs:
+        for ids, mask, logps in zip(
+            out_["completion_ids"], out_["env_mask"], out_["logprobs"], strict=True
+        ):
+            assert len(logps) == len(ids)
+            assert all(lp <= 0 and math.isfinite(lp) for lp in logps)
+            assert any(lp < 0 for lp, m in zip(logps, mask, strict=True) if m)
+            assert all(lp == 0.0 for lp, m in zip(logps, mask, strict=True) if not m)
     for (ids, mask, tok), row in zip(completions, rollouts, strict=True):
         assert len(mask) == len(ids)
         runs = _runs(mask)
