@@ -30,7 +30,8 @@ def _full_forward(policy: LocalPolicy, prompt: str, choice: str) -> float:
     n = len(tok(prompt, add_special_tokens=False)["input_ids"])
     ids = tok(prompt + choice + tok.eos_token, add_special_tokens=False, return_tensors="pt")
     with torch.inference_mode():
-        logp = policy.runner(input_ids=ids["input_ids"]).logits.float().log_softmax(-1)
+        runner = policy.runner  # on the GPU where there is one
+        logp = runner(input_ids=ids["input_ids"].to(runner.device)).logits.float().log_softmax(-1)
     row = ids["input_ids"][0]
     picked = [logp[0, j - 1, row[j]].item() for j in range(n, len(row))]
     return sum(picked) / len(picked)

@@ -91,7 +91,7 @@ def test_gemma_conversion_keeps_the_gguf_weights(gemma) -> None:
         "<bos>The capital of France is", add_special_tokens=False, return_tensors="pt"
     )
     with torch.no_grad():
-        ours = gemma.model(**ids).logits
+        ours = gemma.model(**ids.to(gemma.model.device)).logits.cpu()  # a shared load: GPU or CPU
         theirs = reference(**ids).logits
     assert torch.allclose(ours, theirs, atol=1e-4)
     # a sound conversion (Gemma's norms stored as 1 + w by llama.cpp, read back as w) continues
