@@ -30,6 +30,15 @@ CONFIG_HELP = (
 )
 
 
+def _stdout_to_stderr() -> Any:
+    """Keep standard output for the result: the Trainer, TRL and DeepSpeed (whose logger binds
+    the stream it finds at import) print progress there, and ``--json`` must stay one object."""
+    import contextlib
+    import sys
+
+    return contextlib.redirect_stdout(sys.stderr)
+
+
 def _main_process() -> bool:
     """Whether this process prints the result (the only one, or rank 0 of a launched run)."""
     import os
@@ -234,19 +243,20 @@ def _align(args: argparse.Namespace) -> int:
         flag = "--resume" if args.resume else "--finish"
         if last_checkpoint(out) is None:
             raise CLIError(f"{flag}: {out / 'trainer'} holds no checkpoint to start from")
-    report = run_align(
-        bank,
-        out,
-        preset=preset,
-        model=args.model,
-        max_steps=args.train_steps,
-        data=data,
-        max_eval=args.eval_size,
-        describer=args.describer,
-        pieces=Pieces(args.checkpoint_every, args.pause_after, args.resume, args.finish),
-        curve_every=args.curve_every,
-        progress=not args.json,
-    )
+    with _stdout_to_stderr():
+        report = run_align(
+            bank,
+            out,
+            preset=preset,
+            model=args.model,
+            max_steps=args.train_steps,
+            data=data,
+            max_eval=args.eval_size,
+            describer=args.describer,
+            pieces=Pieces(args.checkpoint_every, args.pause_after, args.resume, args.finish),
+            curve_every=args.curve_every,
+            progress=not args.json,
+        )
     if not _main_process():
         return 0
     state = "" if report.complete else " (paused: --resume continues)"
@@ -354,27 +364,28 @@ def _grpo(args: argparse.Namespace) -> int:
             "mid); GRPO trains the full policy"
         )
     roles = ("retriever", "evolver") if args.role == "joint" else (args.role,)
-    report = run_grpo(
-        args.bank,
-        env,
-        Path(args.out),
-        preset=preset,
-        model=args.model,
-        chat_model=args.planner_model,
-        roles=roles,
-        limit=args.limit,
-        max_steps=args.train_steps,
-        rollout=RolloutConfig(
-            completion=args.completion,
-            constrained=args.constrained,
-            judge=not args.no_judge,
-            max_steps=args.max_planner_steps,
-            max_new_tokens=args.max_new_tokens,
-            max_failures=args.max_failures,
-            concurrency=args.concurrency,
-        ),
-        progress=not args.json,
-    )
+    with _stdout_to_stderr():
+        report = run_grpo(
+            args.bank,
+            env,
+            Path(args.out),
+            preset=preset,
+            model=args.model,
+            chat_model=args.planner_model,
+            roles=roles,
+            limit=args.limit,
+            max_steps=args.train_steps,
+            rollout=RolloutConfig(
+                completion=args.completion,
+                constrained=args.constrained,
+                judge=not args.no_judge,
+                max_steps=args.max_planner_steps,
+                max_new_tokens=args.max_new_tokens,
+                max_failures=args.max_failures,
+                concurrency=args.concurrency,
+            ),
+            progress=not args.json,
+        )
     if not _main_process():
         return 0
     means = {k: [round(v, 3) for v in vals] for k, vals in report.rewards.items()}
@@ -427,20 +438,21 @@ def _mid(args: argparse.Namespace) -> int:
 
     preset, env = _setup_with_tasks(args, "--teacher", args.teacher)
     try:
-        report = run_mid(
-            args.bank,
-            env,
-            Path(args.out),
-            preset=preset,
-            role=args.role,
-            model=args.model,
-            teacher=args.teacher,
-            keep=args.keep,
-            limit=args.limit,
-            max_new_tokens=args.max_new_tokens,
-            max_steps=args.train_steps,
-            progress=not args.json,
-        )
+        with _stdout_to_stderr():
+            report = run_mid(
+                args.bank,
+                env,
+                Path(args.out),
+                preset=preset,
+                role=args.role,
+                model=args.model,
+                teacher=args.teacher,
+                keep=args.keep,
+                limit=args.limit,
+                max_new_tokens=args.max_new_tokens,
+                max_steps=args.train_steps,
+                progress=not args.json,
+            )
     except ValueError as exc:  # nothing survived rejection sampling: say so, exit 1
         return fail(str(exc), 1) if _main_process() else 1
     if not _main_process():

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from genmem.policies.local import Alignment, load_policy, save_policy
+from genmem.policies.local import Alignment, load_policy, outside_zero3, save_policy
 from genmem.policies.policy_dir import write_info
 from genmem.training.adapters import merge_adapter
 from genmem.training.align_data import (
@@ -43,7 +43,6 @@ from genmem.training.policy_io import (
     TrainingRun,
     load_started,
     load_trainable,
-    plain_loading,
     write_policy,
     zero3,
 )
@@ -158,7 +157,7 @@ def run_align(
         with ranks.main_first() as main:
             prepared = None
             if main:
-                with plain_loading():
+                with outside_zero3():
                     start = load_trainable(model, bank, device)
                     prepared = prepare(start)
                     save_policy(start, out / START_DIR)
@@ -270,7 +269,7 @@ def _scorable(policy: Any, out: Path, trainer: Any, device: str) -> Iterator[Any
     if not zero3(trainer):
         yield policy
         return
-    with plain_loading():
+    with outside_zero3():
         saved = load_policy(out, fresh=True, dtype="float32")
     if device != "cpu":
         saved.model.to(device)

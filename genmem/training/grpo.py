@@ -214,6 +214,7 @@ def run_grpo(
     except TooManyFailures as exc:  # raised on every process at the same batch
         if ranks.is_main:
             run.fail(report(time.perf_counter() - started, {}).model_dump(mode="json"), str(exc))
+            shutil.rmtree(start, ignore_errors=True)
         # the others leave only once the report is written (a launcher stops every process
         # as soon as one exits with an error)
         ranks.barrier()

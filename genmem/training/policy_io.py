@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from genmem.policies.local import POLICY_FILE, LocalPolicy, load_policy, save_policy
+from genmem.policies.local import (
+    POLICY_FILE,
+    LocalPolicy,
+    load_policy,
+    outside_zero3,
+    save_policy,
+)
 from genmem.policies.policy_dir import write_info
 from genmem.training.config import TrainPreset
 from genmem.training.distributed import Ranks
@@ -33,7 +39,6 @@ __all__ = [
     "load_started",
     "load_trainable",
     "model_path",
-    "plain_loading",
     "save_start",
     "whole_model",
     "write_policy",
@@ -83,28 +88,9 @@ def load_trainable(spec: str | None, bank: Any, device: str = "cpu") -> LocalPol
     return policy
 
 
-@contextlib.contextmanager
-def plain_loading() -> Iterator[None]:
-    """Load models whole inside the block, even while a ZeRO-3 Trainer's config is live.
-
-    transformers partitions every model it loads (``deepspeed.zero.Init``) while a ZeRO-3
-    config is registered; a copy to score, convert or save whole must not be partitioned.
-    """
-    from transformers.integrations import deepspeed as hf_ds
-
-    ref = hf_ds._hf_deepspeed_config_weak_ref
-    live = ref() if ref is not None else None
-    hf_ds.unset_hf_deepspeed_config()
-    try:
-        yield
-    finally:
-        if live is not None:
-            hf_ds.set_hf_deepspeed_config(live)
-
-
 def save_start(spec: str | None, bank: Any, out: Path) -> Path:
     """Write the starting policy, with ``bank``'s SID tokens, to ``out/start`` (main process)."""
-    with plain_loading():
+    with outside_zero3():
         policy = load_trainable(spec, bank)
         return save_policy(policy, out / START_DIR)
 
@@ -115,7 +101,7 @@ def load_started(out: Path, device: str, *, partitioned: bool) -> LocalPolicy:
     ``partitioned`` (ZeRO-3): transformers loads straight into this process's partition and
     DeepSpeed places it; otherwise the copy goes to ``device``.
     """
-    with contextlib.nullcontext() if partitioned else plain_loading():
+    with contextlib.nullcontext() if partitioned else outside_zero3():
         policy = load_policy(out / START_DIR, fresh=True, dtype="float32")
     if not partitioned and device != "cpu":
         policy.model.to(device)

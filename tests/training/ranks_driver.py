@@ -25,8 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 def _watch_saves(record: dict[str, Any]) -> None:
     """Wrap each stage's ``write_policy``: note the trained parameters, then check the saved."""
+    from genmem.policies.local import outside_zero3
     from genmem.training import align, grpo, mid, policy_io
-    from genmem.training.policy_io import plain_loading, whole_model
+    from genmem.training.policy_io import whole_model
 
     original = policy_io.write_policy
 
@@ -40,7 +41,7 @@ def _watch_saves(record: dict[str, Any]) -> None:
         if int(os.environ.get("RANK", "0")) == 0:
             from genmem.policies.local import load_policy
 
-            with plain_loading():
+            with outside_zero3():
                 saved = load_policy(out, fresh=True, dtype="float32").model
             got = {
                 n: (list(p.shape), float(p.detach().double().sum()))
