@@ -33,8 +33,8 @@ def pytest_configure(config: pytest.Config) -> None:
 _LONGEST = {
     "test_joint_grpo_trains_whole_turns_through_the_graph": 237,
     # two processes each (2026-11-27, 2 workers): the one-process reference run comes first
-    "test_two_processes_run_every_stage_with_one_writer_per_file": 95,
-    "test_the_cli_under_torchrun_trains_zero3_and_prints_once": 47,
+    "test_two_processes_run_every_stage_with_one_writer_per_file": 70,
+    "test_the_cli_under_torchrun_trains_zero3_and_prints_once": 31,
     "test_coldstart_bank_then_online_evolution": 214,
     "test_eval_killed_mid_run_resumes_to_the_same_records": 162,
     "test_evolve_killed_mid_run_resumes_to_the_same_records": 137,

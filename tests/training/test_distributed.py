@@ -1,7 +1,8 @@
 """Training launched as two processes on this CPU: DDP over gloo and DeepSpeed ZeRO-3.
 
 Each launched run goes through ``tests/training/ranks_driver.py`` under ``torchrun``: alignment
-with a learning curve, mid-training, GRPO in its three completion modes, and a GRPO run whose
+with a learning curve, mid-training, GRPO with whole turns (free SIDs) and with SID turns
+sampled under the trie (``--completion sid --constrained``), and a GRPO run whose
 judge fails on process 1 only. The policy is a tiny random Llama with the default tokenizer
 (the real Trainer, DeepSpeed and graphs train it in seconds); the planner, judge and teacher are
 a deterministic fake. A hang fails the test by its timeout. What is checked:
@@ -134,7 +135,7 @@ def test_two_processes_run_every_stage_with_one_writer_per_file(
 
     # Every saved policy: full-size tensors equal to the trained parameters.
     saves = main_rank["saves"]
-    assert set(saves) == {"align", "mid", "grpo-whole", "grpo-sid", "grpo-constrained"}
+    assert set(saves) == {"align", "mid", "grpo-whole", "grpo-sid-constrained"}
     for name, saved in saves.items():
         assert saved["names_match"] and saved["smallest"] > 0, name
         assert saved["max_difference"] < 1e-4, name
@@ -144,14 +145,14 @@ def test_two_processes_run_every_stage_with_one_writer_per_file(
             assert saved["name_or_path"] == saved["config_name_or_path"] == start
 
     # GRPO: both processes' rollouts in the log and the report, on every process.
-    for mode in ("whole", "sid", "constrained"):
+    for mode in ("whole", "sid-constrained"):
         folder = out / f"grpo-{mode}"
         rows = _lines(folder / "rollouts.jsonl")
         report = json.loads((folder / "report.json").read_text())
         assert report["steps"] == 2 and report["rollouts"] == len(rows) == 4, mode
         assert main_rank[f"grpo-{mode}"]["rollouts"] == other[f"grpo-{mode}"]["rollouts"] == 4
         assert [r["step"] for r in rows] == [0, 0, 1, 1]  # a group of G = 2 per step
-        if mode == "constrained":
+        if mode == "sid-constrained":
             assert all(r["sid_valid"] for r in rows)
         assert all(len(a) == 2 for a in report["advantages"])  # both processes' completions
 
