@@ -35,12 +35,12 @@ from genmem.training.align_data import (
     entry_sources,
     model_describer,
 )
-from genmem.training.config import TrainPreset, for_processes, partitions, training_device
+from genmem.training.config import TrainPreset, partitions, training_device
 from genmem.training.curve import CurvePoint, append_point, curve_callback, split_point
-from genmem.training.distributed import start_processes
 from genmem.training.policy_io import (
     START_DIR,
     TrainingRun,
+    join_run,
     load_started,
     load_trainable,
     write_policy,
@@ -131,13 +131,9 @@ def run_align(
     untrained policy, all of them train, the main one writes every file and scores the result.
     """
     pieces = pieces or Pieces()
-    ranks = start_processes(deepspeed=preset.deepspeed is not None, use_cpu=preset.use_cpu)
-    if ranks.launched:
-        preset = for_processes(preset, ranks.world)
-        if pieces.finish:
-            raise ValueError(
-                "--finish merges a checkpoint in one process; run it without a launcher"
-            )
+    ranks, preset = join_run(preset)
+    if ranks.launched and pieces.finish:
+        raise ValueError("--finish merges a checkpoint in one process; run it without a launcher")
     run = TrainingRun.start(out, "align", preset, ranks)
     device = training_device(preset, ranks.local_rank)
     data_cfg = data or AlignDataConfig(seed=preset.seed)

@@ -38,16 +38,15 @@ from genmem.envs.base import Environment
 from genmem.errors import TooManyFailures
 from genmem.training.config import (
     TrainPreset,
-    for_processes,
     grpo_args,
     partitions,
     training_device,
 )
-from genmem.training.distributed import start_processes
 from genmem.training.dynamics import eligibility_rates, plot_grpo_dynamics
 from genmem.training.policy_io import (
     START_DIR,
     TrainingRun,
+    join_run,
     load_started,
     save_start,
     write_policy,
@@ -125,9 +124,7 @@ def run_grpo(
             f"preset {preset.name!r} trains {preset.adapter} adapters; GRPO trains the full "
             "policy (adapters are for the SFT stages align and mid)"
         )
-    ranks = start_processes(deepspeed=preset.deepspeed is not None, use_cpu=preset.use_cpu)
-    if ranks.launched:
-        preset = for_processes(preset, ranks.world)
+    ranks, preset = join_run(preset)
     run = TrainingRun.start(out, "grpo", preset, ranks)
     # One process copies the bank and writes the starting weights (with the SID tokens).
     with ranks.main_first() as main:

@@ -35,13 +35,14 @@ from genmem.envs.base import Environment, Task
 from genmem.policies.prompts import NO_MEMORY_ANSWER, evolver_user_message, retriever_user_message
 from genmem.policies.sid_decoding import ADDRESS_PROMPT, address_prompt
 from genmem.training.adapters import merge_adapter
-from genmem.training.config import TrainPreset, for_processes, partitions, training_device
-from genmem.training.distributed import shard, start_processes, unshard
+from genmem.training.config import TrainPreset, partitions, training_device
+from genmem.training.distributed import shard, unshard
 from genmem.training.dynamics import plot_loss
 from genmem.training.graph_runs import planner_graph, scratch_bank, solve
 from genmem.training.policy_io import (
     START_DIR,
     TrainingRun,
+    join_run,
     load_started,
     load_trainable,
     save_start,
@@ -191,9 +192,7 @@ def run_mid(
     from genmem.memory.location import open_bank
     from genmem.policies.backends import capped_chat_model
 
-    ranks = start_processes(deepspeed=preset.deepspeed is not None, use_cpu=preset.use_cpu)
-    if ranks.launched:
-        preset = for_processes(preset, ranks.world)
+    ranks, preset = join_run(preset)
     run = TrainingRun.start(out, "mid", preset, ranks)
     device = training_device(preset, ranks.local_rank)
     with ranks.main_first() as main:

@@ -30,12 +30,13 @@ from genmem.policies.local import (
     save_policy,
 )
 from genmem.policies.policy_dir import write_info
-from genmem.training.config import TrainPreset
-from genmem.training.distributed import Ranks
+from genmem.training.config import TrainPreset, for_processes
+from genmem.training.distributed import Ranks, start_processes
 
 __all__ = [
     "START_DIR",
     "TrainingRun",
+    "join_run",
     "load_started",
     "load_trainable",
     "model_path",
@@ -86,6 +87,12 @@ def load_trainable(spec: str | None, bank: Any, device: str = "cpu") -> LocalPol
         update={"sid_sizes": list(bank.spec.sizes), "codebook_hash": bank.codebook_hash}
     )
     return policy
+
+
+def join_run(preset: TrainPreset) -> tuple[Ranks, TrainPreset]:
+    """This process's place in the run, and ``preset`` re-checked for the launcher's count."""
+    ranks = start_processes(deepspeed=preset.deepspeed is not None, use_cpu=preset.use_cpu)
+    return ranks, (for_processes(preset, ranks.world) if ranks.launched else preset)
 
 
 def save_start(spec: str | None, bank: Any, out: Path) -> Path:
