@@ -32,7 +32,9 @@ from pydantic import BaseModel
 from genmem.errors import InvalidSID
 from genmem.memory.sid import DEFAULT_SPEC, SID, SIDSpec
 from genmem.policies.local import LocalPolicy, load_policy
+from genmem.policies.prefix_cache import cache_owner
 from genmem.policies.sid_tokens import add_sid_tokens, sid_token_ids
+from genmem.policies.sid_tree import TrieTables, prefill, supports_tree, tree_beam_search
 from genmem.policies.types import AllowedMode, SIDCandidate
 
 if TYPE_CHECKING:
@@ -70,10 +72,20 @@ class SIDDecodingConfig:
     """Contexts per ``generate`` call in :meth:`TransformersSIDGenerator.generate_batch`."""
     max_context_tokens: int = 512
     """Longer contexts keep their last this-many tokens."""
-    engine: Literal["trie", "generate"] = "trie"
-    """``trie``: our beam search, each prompt encoded once; ``generate``: transformers'
-    ``generate`` with ``prefix_allowed_tokens_fn`` (the reference; it encodes every prompt once
-    per beam). Both rank beams the same way; unconstrained decoding always uses ``generate``."""
+    engine: Literal["tree", "trie", "generate"] = "tree"
+    """``tree``: every beam of every context in one forward pass per level over one copy of each
+    prompt, whose shared head (the system turn) is read once per process
+    (:mod:`genmem.policies.sid_tree`); ``trie``: our first beam search, one cache row per beam
+    (the reference the tree is measured against); ``generate``: transformers' ``generate`` with
+    ``prefix_allowed_tokens_fn`` (it encodes every prompt once per beam). All three rank beams
+    the same way. Unconstrained decoding always uses ``generate``, and models with
+    sliding-window layers (Gemma 3) use ``trie`` where ``tree`` is asked for."""
+    lookahead_tokens: int | None = None
+    """``tree`` engine: the most extra tokens one pass may read to spare a later pass (every
+    child of every beam at the next level; see :func:`~genmem.policies.sid_tree.plan_lookahead`).
+    None: 32 on a CPU, where a pass is cheap per token only while it is bound by streaming the
+    weights, and 1024 on a GPU, where it is bound by launching kernels; 0 never looks ahead.
+    The SIDs and scores are the same either way."""
     quantized: bool = False
     """Decode on the policy's generation copy (``runner``: the int8 copy of an int8 load) instead
     of its weights. Off by default: an untrained policy's SID tokens are separated by logit margins
@@ -83,6 +95,13 @@ class SIDDecodingConfig:
     def __post_init__(self) -> None:
         if self.allowed not in ("all", "occupied", "prefix"):
             raise ValueError(f"allowed={self.allowed!r}; use 'all', 'occupied' or 'prefix'")
+        if self.engine not in ("tree", "trie", "generate"):
+            raise ValueError(f"engine={self.engine!r}; use 'tree', 'trie' or 'generate'")
+        if self.lookahead_tokens is not None and self.lookahead_tokens < 0:
+            raise ValueError(
+                f"lookahead_tokens={self.lookahead_tokens}: use None (by device), 0 (never) "
+                "or a positive token count"
+            )
         if self.batch_size < 1 or self.max_context_tokens < 16:
             raise ValueError(
                 f"batch_size={self.batch_size}, max_context_tokens={self.max_context_tokens}: "
@@ -130,6 +149,7 @@ class SIDTrie:
         self.leaves: set[tuple[int, ...]] | None = None if codes is None else set(codes)
         self._children: dict[tuple[int, ...], list[int]] = {}
         self._next: dict[tuple[int, ...], list[int]] = {}
+        self._tables: tuple[Any, TrieTables] | None = None
         if self.leaves is not None:
             children: dict[tuple[int, ...], set[int]] = {}
             for leaf in self.leaves:
@@ -178,6 +198,13 @@ class SIDTrie:
         # any non-empty answer keeps generate running; the beam is dropped afterwards.
         return self._next.get(prefix, self.level_ids[depth]) if prefix is not None else [0]
 
+    def tables(self, device: Any) -> TrieTables:
+        """The trie as index tensors on ``device`` (built once per device)."""
+        if self._tables is None or self._tables[0] != device:
+            tables = TrieTables.build(self.spec.sizes, self.level_ids, self.leaves, device)
+            self._tables = (device, tables)
+        return self._tables[1]
+
     def contains(self, codes: tuple[int, ...]) -> bool:
         """True if ``codes`` is an allowed full SID."""
         if len(codes) != self.spec.levels:
@@ -218,6 +245,7 @@ class TransformersSIDGenerator:
         self.config = config or SIDDecodingConfig()
         self._trie: SIDTrie | None = None
         self._seen_seq = 0
+        self._head: list[int] | None = None
         if bank is not None and bank.spec != spec:
             raise InvalidSID(f"the bank's spec is {bank.spec}, the generator's {spec}")
         if self.config.allowed != "all" and bank is None:
@@ -287,6 +315,23 @@ class TransformersSIDGenerator:
             max_context_tokens=self.config.max_context_tokens,
         )
 
+    def prompt_ids(self, context: str) -> list[int]:
+        """The token ids of :meth:`prompt`."""
+        return self.policy.tokenizer(self.prompt(context), add_special_tokens=False)["input_ids"]
+
+    def head_ids(self) -> list[int]:
+        """The tokens every addressing prompt of this generator starts with (its system turn).
+
+        Found once as the common beginning of two prompts whose contexts share nothing; the
+        tree engine reads them once per process (a prompt that does not start with them is
+        simply read whole).
+        """
+        if self._head is None:
+            a, b = self.prompt_ids("a"), self.prompt_ids("7 Z")
+            n = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), 0)
+            self._head = a[:n]
+        return self._head
+
     def generate(self, context: str, k: int = 1) -> list[SIDCandidate]:
         """Up to ``k`` distinct SIDs for ``context``, best first."""
         return self.generate_batch([context], k)[0]
@@ -306,11 +351,10 @@ class TransformersSIDGenerator:
         if k_eff == 0 or not contexts:
             return [DecodeResult(candidates=[], raw=[], invalid=0) for _ in contexts]
         step = max(1, self.config.batch_size // k_eff) if k_eff > 1 else self.config.batch_size
-        prompts = [self.prompt(c) for c in contexts]
+        prompts = [self.prompt_ids(c) for c in contexts]
         # Batch prompts of similar length together, so one long context does not make a whole
         # batch pay for its padding; results go back in the caller's order.
-        lengths = [len(ids) for ids in self.policy.tokenizer(prompts)["input_ids"]]
-        order = sorted(range(len(prompts)), key=lengths.__getitem__)
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
         out: list[DecodeResult | None] = [None] * len(prompts)
         for start in range(0, len(order), step):
             chunk = order[start : start + step]
@@ -319,26 +363,57 @@ class TransformersSIDGenerator:
                 out[i] = res
         return [r for r in out if r is not None]
 
-    def _decode_chunk(self, prompts: Sequence[str], k: int, trie: SIDTrie) -> list[DecodeResult]:
-        tok = self.policy.tokenizer
+    def _decode_chunk(
+        self, prompts: Sequence[list[int]], k: int, trie: SIDTrie
+    ) -> list[DecodeResult]:
         with self.policy.lock:
-            side = tok.padding_side
-            tok.padding_side = "left"
-            try:
-                enc = tok(
-                    list(prompts),
-                    return_tensors="pt",
-                    padding=True,
-                    add_special_tokens=False,
-                )
-            finally:
-                tok.padding_side = side
-            enc = enc.to(self._module().device)  # the weights may sit on a GPU (training)
-            if self.config.constrained and self.config.engine == "trie":
-                beams = self._trie_search(enc, k, trie)
+            module = self._module()
+            engine = self.config.engine if self.config.constrained else "generate"
+            if engine == "tree" and not supports_tree(module):
+                engine = "trie"
+            if engine == "tree":
+                beams = self._tree_search(module, prompts, k, trie)
             else:
-                beams = self._hf_generate(enc, k, trie)
+                enc = self._left_padded(prompts, module.device)
+                if engine == "trie":
+                    beams = self._trie_search(enc, k, trie)
+                else:
+                    beams = self._hf_generate(enc, k, trie)
         return [self._collect([b[0] for b in bs], [b[1] for b in bs], trie) for bs in beams]
+
+    def _left_padded(self, prompts: Sequence[list[int]], device: Any) -> dict[str, Any]:
+        """``input_ids`` and ``attention_mask`` of ``prompts``, left-padded, on ``device``."""
+        import torch
+
+        width = max(len(p) for p in prompts)
+        pad = self.policy.tokenizer.pad_token_id or 0
+        ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            ids[i, width - len(p) :] = torch.tensor(p)
+            mask[i, width - len(p) :] = 1
+        return {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
+
+    def _tree_search(
+        self, module: Any, prompts: Sequence[list[int]], k: int, trie: SIDTrie
+    ) -> list[list[tuple[list[int], float]]]:
+        """Decode with :func:`~genmem.policies.sid_tree.tree_beam_search`."""
+        tok = self.policy.tokenizer
+        prefixes = self.policy.prefixes
+        state = prefill(
+            module,
+            prompts,
+            pad_id=tok.pad_token_id or 0,
+            prefixes=prefixes,
+            owner=cache_owner(module, tok) if prefixes is not None else None,
+            head=self.head_ids() if prefixes is not None else (),
+        )
+        budget = self.config.lookahead_tokens
+        if budget is None:
+            budget = 32 if module.device.type == "cpu" else 1024
+        tables = trie.tables(module.device)
+        tokens, scores = tree_beam_search(module, state, tables, k, lookahead=budget)
+        return [list(zip(t, s, strict=True)) for t, s in zip(tokens, scores, strict=True)]
 
     def _hf_generate(self, enc: Any, k: int, trie: SIDTrie) -> list[list[tuple[list[int], float]]]:
         """Decode with ``generate``: beams constrained by ``prefix_allowed_tokens_fn``."""

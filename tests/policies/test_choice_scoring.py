@@ -1,4 +1,4 @@
-"""Choice scoring on the real default model: the batched, cached pass equals a full forward."""
+"""Choice scoring on the real default model: both layouts, cached or not, equal a full forward."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from genmem.policies.choice_scoring import score_choices
 from genmem.policies.local import LocalPolicy
 
 CHOICES = ["take printer from shelf", "look", "go north", "put printer on bookshelf"]
+# commands that share beginnings (one trie node serves several) and one the others extend
+SHARING = [*CHOICES, "go south", "go north then east", "take printer", "take printer from desk"]
 
 
 def _prompt(policy: LocalPolicy, extra: str = "") -> str:
@@ -38,13 +40,26 @@ def _full_forward(policy: LocalPolicy, prompt: str, choice: str) -> float:
 
 
 @pytest.mark.slow
-def test_batched_scores_equal_a_full_forward_per_choice(default_policy: LocalPolicy) -> None:
+@pytest.mark.parametrize("layout", ["packed", "batched"])
+def test_scores_equal_a_full_forward_per_choice(default_policy: LocalPolicy, layout) -> None:
     prompt = _prompt(default_policy)
-    scores = score_choices(default_policy, prompt, CHOICES)
-    expected = [_full_forward(default_policy, prompt, c) for c in CHOICES]
-    assert scores == pytest.approx(expected, abs=2e-3)
+    if default_policy.prefixes is not None:
+        default_policy.prefixes.clear()  # the prompt is read here, not taken from a cache
+    scores = score_choices(default_policy, prompt, SHARING, layout=layout)
+    expected = [_full_forward(default_policy, prompt, c) for c in SHARING]
+    assert scores == pytest.approx(expected, abs=1e-4)
     # the objective's first step outranks a command that does nothing
     assert scores[0] > scores[1]
+
+
+@pytest.mark.slow
+def test_the_layouts_agree_from_the_cache_too(default_policy: LocalPolicy) -> None:
+    prompt = _prompt(default_policy, " You see a desk.")
+    packed = score_choices(default_policy, prompt, SHARING, layout="packed")
+    again = score_choices(default_policy, prompt, SHARING, layout="packed")  # prompt cached
+    batched = score_choices(default_policy, prompt, SHARING, layout="batched")
+    assert packed == pytest.approx(batched, abs=1e-4)
+    assert again == pytest.approx(batched, abs=1e-4)
 
 
 @pytest.mark.slow
@@ -66,3 +81,5 @@ def test_no_choice_or_an_empty_one_is_refused(default_policy: LocalPolicy) -> No
         score_choices(default_policy, "x", [])
     with pytest.raises(ValueError, match="non-empty"):
         score_choices(default_policy, "x", ["look", "  "])
+    with pytest.raises(ValueError, match="layout="):
+        score_choices(default_policy, "x", ["look"], layout="tree")  # type: ignore[arg-type]

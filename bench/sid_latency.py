@@ -1,0 +1,130 @@
+"""Benchmark: SID decoding latency of the reference and the fast engine, and their agreement.
+
+The embedded default model (float32, the SID tokens added, untrained) decodes SIDs for the first
+N bundled GSM8K training questions, one context per call as an agent asks, greedy and beam
+5/10/20, with two engines of ``TransformersSIDGenerator`` taking turns context by context:
+
+- ``ref``: ``engine="trie"``, the default before issue 38 (one cache row per beam, choices made
+  in Python);
+- ``fast``: ``engine="tree"``, the default now (every beam in one pass over one copy of the
+  prompt, the system turn read once per process, one level looked ahead, choices on the
+  device).
+
+Then both decode ``--agreement`` questions (the timed ones first) at each width, and the bench
+reports the share of contexts whose SID lists are identical, and the largest score difference.
+Runs on whatever device shared loads use (``GENMEM_DEVICE``, a GPU where torch sees one)::
+
+    python bench/sid_latency.py                       # 20 timed, 200 compared
+    python bench/sid_latency.py --contexts 10 --agreement 50 --json
+    python bench/sid_latency.py --fast-dtype bfloat16   # the fast engine on a bf16 copy
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+BEAMS = (1, 5, 10, 20)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the bench and print a table (or one JSON object with --json)."""
+    import torch
+    from tqdm.auto import tqdm
+
+    from genmem.envs.bundled import read_gsm8k
+    from genmem.policies.local import load_policy
+    from genmem.policies.sid_decoding import SIDDecodingConfig, TransformersSIDGenerator
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--contexts", type=int, default=20, help="timed contexts (default 20)")
+    p.add_argument(
+        "--agreement", type=int, default=200, help="contexts compared (default 200; 0: none)"
+    )
+    p.add_argument(
+        "--fast-dtype",
+        choices=("float32", "bfloat16"),
+        default="float32",
+        help="weights of the fast engine's copy (default float32, the reference's)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    args = p.parse_args(argv)
+    if args.contexts < 1 or args.agreement < 0:
+        p.error("--contexts must be at least 1 and --agreement at least 0")
+    questions = [r["question"] for r in read_gsm8k(limit=max(args.contexts, args.agreement))]
+    ref_policy = load_policy(None, dtype="float32")
+    fast_policy = load_policy(None, dtype=args.fast_dtype)
+    engines = {
+        "ref": TransformersSIDGenerator(ref_policy, config=SIDDecodingConfig(engine="trie")),
+        "fast": TransformersSIDGenerator(fast_policy, config=SIDDecodingConfig(engine="tree")),
+    }
+    for gen in engines.values():  # first-call costs (the system turn's cache) out of the timing
+        gen.generate(questions[0])
+    ms: dict[str, dict[int, list[float]]] = {name: {b: [] for b in BEAMS} for name in engines}
+    steps = [(q, b) for q in questions[: args.contexts] for b in BEAMS]
+    for n, (question, beam) in enumerate(tqdm(steps, desc="timing", disable=args.json)):
+        for name in engines if n % 2 == 0 else list(engines)[::-1]:
+            started = time.perf_counter()
+            engines[name].generate(question, beam)
+            ms[name][beam].append((time.perf_counter() - started) * 1000)
+    same = {b: 0 for b in BEAMS}
+    diff = 0.0
+    compared = questions[: args.agreement]
+    for question in tqdm(compared, desc="agreement", disable=args.json):
+        for beam in BEAMS:
+            ref = engines["ref"].generate(question, beam)
+            fast = engines["fast"].generate(question, beam)
+            same[beam] += [c.sid for c in ref] == [c.sid for c in fast]
+            if [c.sid for c in ref] == [c.sid for c in fast]:
+                diff = max(
+                    [diff, *(abs(a.score - b.score) for a, b in zip(ref, fast, strict=True))]
+                )
+    ref_ms = {b: statistics.median(v) for b, v in ms["ref"].items()}
+    fast_ms = {b: statistics.median(v) for b, v in ms["fast"].items()}
+    device = str(fast_policy.model.device)
+    keys = {
+        "device": device,
+        "device_name": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
+        "torch_threads": torch.get_num_threads(),
+        "load_average": os.getloadavg()[0],
+        "model": ref_policy.info.base_model,
+        "ref_dtype": "float32",
+        "fast_dtype": args.fast_dtype,
+        "contexts": args.contexts,
+        "ref_ms": ref_ms,
+        "fast_ms": fast_ms,
+        "speedup_greedy": ref_ms[1] / fast_ms[1],
+        "speedup_beam20": ref_ms[20] / fast_ms[20],
+        "agreement_contexts": len(compared),
+        "sid_agreement": (sum(same.values()) / (len(compared) * len(BEAMS)) if compared else None),
+        "sid_agreement_by_beam": {b: same[b] / len(compared) for b in BEAMS} if compared else {},
+        "max_score_diff": diff,
+    }
+    if args.json:
+        print(json.dumps(keys))
+        return 0
+    print(
+        f"SID decoding, {keys['model']} on {device} ({keys['device_name']}), "
+        f"{args.contexts} GSM8K contexts one per call, {keys['torch_threads']} torch threads, "
+        f"load {keys['load_average']:.1f}; ref float32 trie, fast {args.fast_dtype} tree"
+    )
+    print(f"{'beam':>4}{'ref ms':>10}{'fast ms':>10}{'speedup':>9}{'same SIDs':>11}")
+    for b in BEAMS:
+        agree = f"{same[b] / len(compared):.1%}" if compared else "-"
+        print(
+            f"{b:>4}{ref_ms[b]:>10.1f}{fast_ms[b]:>10.1f}{ref_ms[b] / fast_ms[b]:>8.2f}x{agree:>11}"
+        )
+    if compared:
+        print(
+            f"{len(compared)} contexts compared; largest score difference where the SIDs agree "
+            f"{diff:.1e}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
