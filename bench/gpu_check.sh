@@ -184,9 +184,17 @@ for out in map(Path, sys.argv[2:]):
 sys.exit(1 if bad else 0)
 EOF
 
-# 5. SID decoding latency on the shared load (the GPU, unless --cpu), greedy and beams 5/10/20.
+# 5. SID decoding latency on the shared load (the GPU, unless --cpu), greedy and beams 5/10/20;
+# 6. (issue 38) the tree engine against the trie engine there and on this machine's CPU, with
+# their SID agreement, and a 30-command scoring turn in both layouts.
 if [[ $CONTEXTS != 0 ]]; then
   step sid-decode "$PYTHON" -m genmem.cli sid bench --contexts "$CONTEXTS" --beams 1,5,10,20 --json
+  step sid-latency "$PYTHON" bench/sid_latency.py --contexts "$CONTEXTS" --agreement 200 --json
+  if [[ $mode == gpu ]]; then
+    step sid-latency-cpu env GENMEM_DEVICE=cpu "$PYTHON" bench/sid_latency.py \
+      --contexts "$CONTEXTS" --agreement 20 --json
+  fi
+  step choice-scoring "$PYTHON" bench/choice_scoring.py --games 4 --commands 30 --json
 fi
 
 # Summary
@@ -221,13 +229,27 @@ except (OSError, ValueError):
     sys.exit(0)
 print(f"  SID decoding, median ms per query over {report['contexts']} questions "
       f"({report['mean_prompt_tokens']:.0f} prompt tokens):")
-print(f"  {'beam':>6} {'trie':>8} {'generate':>9} {'free':>8} {'paper GPU':>10}")
+print(f"  {'beam':>6} {'tree':>8} {'trie':>8} {'generate':>8} {'free':>8} {'paper GPU':>10}")
 rows = {(t["decoder"], t["beam"]): t["p50_ms"] for t in report["timings"]}
 for beam in sorted({b for _, b in rows}):
     name = "greedy" if beam == 1 else str(beam)
-    cells = [f"{rows.get((d, beam), float('nan')):>8.1f}" for d in ("trie", "generate", "free")]
-    print(f"  {name:>6} {cells[0]} {cells[1]:>9} {cells[2]} {PAPER_GPU_MS.get(beam, ''):>10}")
+    decoders = ("tree", "trie", "generate", "free")
+    cells = [f"{rows.get((d, beam), float('nan')):>8.1f}" for d in decoders]
+    print(f"  {name:>6} {' '.join(cells)} {PAPER_GPU_MS.get(beam, ''):>10}")
 EOF
+for name in sid-latency sid-latency-cpu choice-scoring; do
+  "$PYTHON" - "$LOGS/$name.out" "$name" <<'EOF' || true
+import json, sys
+
+try:
+    r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+except (OSError, ValueError, IndexError):
+    sys.exit(0)
+keys = ("device", "device_name", "ref_ms", "fast_ms", "speedup_greedy", "speedup_beam20",
+        "sid_agreement", "speedup", "speedup_candidates", "choice_agreement")
+print(f"  {sys.argv[2]}:", {k: r[k] for k in keys if k in r})
+EOF
+done
 if [[ $failed == 1 ]]; then
   echo "GPU check: FAILED (logs in $LOGS)"
   exit 1

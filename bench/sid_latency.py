@@ -2,7 +2,8 @@
 
 The embedded default model (float32, the SID tokens added, untrained) decodes SIDs for the first
 N bundled GSM8K training questions, one context per call as an agent asks, greedy and beam
-5/10/20, with two engines of ``TransformersSIDGenerator`` taking turns context by context:
+5/10/20 (``--beams`` for others, up to 50: retrieval's candidate budget), with two engines of
+``TransformersSIDGenerator`` taking turns context by context:
 
 - ``ref``: ``engine="trie"``, the default before issue 38 (one cache row per beam, choices made
   in Python);
@@ -28,8 +29,6 @@ import statistics
 import sys
 import time
 
-BEAMS = (1, 5, 10, 20)
-
 
 def main(argv: list[str] | None = None) -> int:
     """Run the bench and print a table (or one JSON object with --json)."""
@@ -51,10 +50,21 @@ def main(argv: list[str] | None = None) -> int:
         default="float32",
         help="weights of the fast engine's copy (default float32, the reference's)",
     )
+    p.add_argument(
+        "--beams",
+        default="1,5,10,20",
+        help="widths, comma-separated (default 1,5,10,20; greedy and 20 are always in)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
     if args.contexts < 1 or args.agreement < 0:
         p.error("--contexts must be at least 1 and --agreement at least 0")
+    try:
+        beams = sorted({1, 20, *(int(b) for b in args.beams.split(",") if b.strip())})
+    except ValueError:
+        p.error(f"--beams {args.beams!r} must be comma-separated integers")
+    if not all(1 <= b <= 50 for b in beams):
+        p.error(f"--beams {args.beams!r}: each width must be 1 to 50")
     questions = [r["question"] for r in read_gsm8k(limit=max(args.contexts, args.agreement))]
     ref_policy = load_policy(None, dtype="float32")
     fast_policy = load_policy(None, dtype=args.fast_dtype)
@@ -64,18 +74,18 @@ def main(argv: list[str] | None = None) -> int:
     }
     for gen in engines.values():  # first-call costs (the system turn's cache) out of the timing
         gen.generate(questions[0])
-    ms: dict[str, dict[int, list[float]]] = {name: {b: [] for b in BEAMS} for name in engines}
-    steps = [(q, b) for q in questions[: args.contexts] for b in BEAMS]
+    ms: dict[str, dict[int, list[float]]] = {name: {b: [] for b in beams} for name in engines}
+    steps = [(q, b) for q in questions[: args.contexts] for b in beams]
     for n, (question, beam) in enumerate(tqdm(steps, desc="timing", disable=args.json)):
         for name in engines if n % 2 == 0 else list(engines)[::-1]:
             started = time.perf_counter()
             engines[name].generate(question, beam)
             ms[name][beam].append((time.perf_counter() - started) * 1000)
-    same = {b: 0 for b in BEAMS}
+    same = {b: 0 for b in beams}
     diff = 0.0
     compared = questions[: args.agreement]
     for question in tqdm(compared, desc="agreement", disable=args.json):
-        for beam in BEAMS:
+        for beam in beams:
             ref = engines["ref"].generate(question, beam)
             fast = engines["fast"].generate(question, beam)
             same[beam] += [c.sid for c in ref] == [c.sid for c in fast]
@@ -100,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         "speedup_greedy": ref_ms[1] / fast_ms[1],
         "speedup_beam20": ref_ms[20] / fast_ms[20],
         "agreement_contexts": len(compared),
-        "sid_agreement": (sum(same.values()) / (len(compared) * len(BEAMS)) if compared else None),
-        "sid_agreement_by_beam": {b: same[b] / len(compared) for b in BEAMS} if compared else {},
+        "sid_agreement": (sum(same.values()) / (len(compared) * len(beams)) if compared else None),
+        "sid_agreement_by_beam": {b: same[b] / len(compared) for b in beams} if compared else {},
         "max_score_diff": diff,
     }
     if args.json:
@@ -113,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         f"load {keys['load_average']:.1f}; ref float32 trie, fast {args.fast_dtype} tree"
     )
     print(f"{'beam':>4}{'ref ms':>10}{'fast ms':>10}{'speedup':>9}{'same SIDs':>11}")
-    for b in BEAMS:
+    for b in beams:
         agree = f"{same[b] / len(compared):.1%}" if compared else "-"
         print(
             f"{b:>4}{ref_ms[b]:>10.1f}{fast_ms[b]:>10.1f}{ref_ms[b] / fast_ms[b]:>8.2f}x{agree:>11}"

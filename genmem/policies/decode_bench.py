@@ -1,9 +1,11 @@
 """Latency of SID decoding on a local policy: greedy and beam, constrained and free, one run.
 
-Three decoders are timed on the same contexts, one context per call (as an agent asks), taking
+Four decoders are timed on the same contexts, one context per call (as an agent asks), taking
 turns context by context so that load from other processes falls on all of them alike:
 
-- ``trie``: constrained decoding with GenMem's trie beam search (each prompt encoded once);
+- ``tree``: constrained decoding with the default engine (every beam in one pass per level over
+  one copy of the prompt, :mod:`genmem.policies.sid_tree`);
+- ``trie``: constrained decoding with GenMem's first trie beam search (one cache row per beam);
 - ``generate``: constrained decoding with transformers' ``generate`` and
   ``prefix_allowed_tokens_fn`` (the reference; every prompt is copied once per beam);
 - ``free``: unconstrained ``generate`` for the same L tokens, the baseline the mask is
@@ -25,7 +27,7 @@ from genmem.policies.sid_decoding import SIDDecodingConfig, TransformersSIDGener
 
 __all__ = ["DECODERS", "PAPER_GPU_MS", "DecodeBenchReport", "DecodeTiming", "run_decode_bench"]
 
-DECODERS = ("trie", "generate", "free")
+DECODERS = ("tree", "trie", "generate", "free")
 PAPER_GPU_MS = {1: 35.7, 5: 121.0, 10: 221.0, 20: 406.1}
 """The paper's reported SID decoding latencies (GPU, its own model): context only."""
 
@@ -84,14 +86,15 @@ def run_decode_bench(
     spec: SIDSpec = DEFAULT_SPEC,
     progress: bool = True,
 ) -> DecodeBenchReport:
-    """Time the three decoders at each beam width on ``contexts`` (after one warm-up call each)."""
+    """Time the four decoders at each beam width on ``contexts`` (after one warm-up call each)."""
     import torch
 
     if not contexts:
         raise ValueError("run_decode_bench needs at least one context")
     policy = load_policy(model_path)
     gens = {
-        "trie": TransformersSIDGenerator(policy, spec),
+        "tree": TransformersSIDGenerator(policy, spec),
+        "trie": TransformersSIDGenerator(policy, spec, config=SIDDecodingConfig(engine="trie")),
         "generate": TransformersSIDGenerator(
             policy, spec, config=SIDDecodingConfig(engine="generate")
         ),
@@ -128,7 +131,7 @@ def run_decode_bench(
         )
     timings.sort(key=lambda t: (t.beam, DECODERS.index(t.decoder)))
     tok = policy.tokenizer
-    prompt_tokens = [len(tok(gens["trie"].prompt(c))["input_ids"]) for c in contexts]
+    prompt_tokens = [len(tok(gens["tree"].prompt(c))["input_ids"]) for c in contexts]
     return DecodeBenchReport(
         model=policy.info.base_model if model_path is None else str(model_path),
         spec=str(spec),

@@ -118,11 +118,14 @@ def test_bench_runs_and_reports_validity(capsys) -> None:
     assert main(["sid", "bench", "--contexts", "1", "--beams", "1,2", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     rows = {(t["decoder"], t["beam"]): t for t in report["timings"]}
-    assert set(rows) == {(d, b) for d in ("trie", "generate", "free") for b in (1, 2)}
+    assert set(rows) == {(d, b) for d in ("tree", "trie", "generate", "free") for b in (1, 2)}
     for beam in (1, 2):
-        assert rows["trie", beam]["valid_rate"] == 1.0 == rows["generate", beam]["valid_rate"]
-        assert rows["trie", beam]["mean_candidates"] == beam
-        assert rows["trie", beam]["p50_ms"] > 0
+        for decoder in ("tree", "trie", "generate"):
+            assert rows[decoder, beam]["valid_rate"] == 1.0
+        assert (
+            rows["tree", beam]["mean_candidates"] == beam == rows["trie", beam]["mean_candidates"]
+        )
+        assert rows["tree", beam]["p50_ms"] > 0
     assert main(["sid", "bench", "--beams", "0"]) == 2
 
 

@@ -178,12 +178,12 @@ def test_the_cached_head_gives_what_a_whole_prompt_gives(tiny_policy) -> None:
 def test_tree_matches_the_reference_on_the_default_model(tmp_path, allowed) -> None:
     policy = load_policy(dtype="float32")
     bank = _bank(tmp_path) if allowed != "all" else None
-    contexts = [t[:200] for t in gsm8k_texts(4)]
+    contexts = [t[:200] for t in gsm8k_texts(3)]
     tree = TransformersSIDGenerator(policy, bank=bank, config=SIDDecodingConfig(allowed=allowed))
     ref = TransformersSIDGenerator(
         policy, bank=bank, config=SIDDecodingConfig(allowed=allowed, engine="trie")
     )
-    for k in (1, 5, 20):
+    for k in (1, 20):
         for context in contexts:  # the real model has no such ties: exactly the same SIDs
             a, b = tree.generate(context, k), ref.generate(context, k)
             assert [c.sid for c in a] == [c.sid for c in b]
