@@ -18,6 +18,7 @@ Runs on whatever device shared loads use (``GENMEM_DEVICE``, a GPU where torch s
     python bench/sid_latency.py                       # 20 timed, 200 compared
     python bench/sid_latency.py --contexts 10 --agreement 50 --json
     python bench/sid_latency.py --fast-dtype bfloat16   # the fast engine on a bf16 copy
+    python bench/sid_latency.py --contexts 5 --agreement 0 --profile   # where the time goes
 """
 
 from __future__ import annotations
@@ -28,6 +29,76 @@ import os
 import statistics
 import sys
 import time
+from typing import Any
+
+
+def _sync(device: Any) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _profile(gen: Any, contexts: list[str], beam: int) -> dict[str, Any]:
+    """Where one engine's calls spend their time: each forward pass, the rest, the top ops.
+
+    The model's ``forward`` is wrapped to time every pass (synchronised on a GPU); the medians
+    over ``contexts`` say what a call costs in passes (their input shapes: batch x tokens) and
+    outside them (prompt building, tokenising, choosing beams). One more call runs under the
+    torch profiler for the operators with the most self time.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    module = gen.policy.model
+    passes: list[tuple[str, float]] = []
+    forward = module.forward
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        _sync(module.device)
+        started = time.perf_counter()
+        out = forward(*args, **kwargs)
+        _sync(module.device)
+        shape = tuple(kwargs["input_ids"].shape)
+        passes.append((f"{shape[0]}x{shape[1]}", (time.perf_counter() - started) * 1000))
+        return out
+
+    calls = []
+    module.forward = timed
+    try:
+        for context in contexts:
+            passes.clear()
+            started = time.perf_counter()
+            gen.generate(context, beam)
+            total = (time.perf_counter() - started) * 1000
+            calls.append((total, list(passes)))
+    finally:
+        del module.forward  # back to the class's
+    n_passes = statistics.median(len(p) for _, p in calls)
+    by_pass = []
+    for i in range(int(n_passes)):
+        times = [p[i][1] for _, p in calls if len(p) > i]
+        shapes = sorted({p[i][0] for _, p in calls if len(p) > i})
+        by_pass.append({"pass": i, "shapes": shapes, "ms": statistics.median(times)})
+    total = statistics.median(t for t, _ in calls)
+    in_passes = statistics.median(sum(ms for _, ms in p) for _, p in calls)
+    activities = [ProfilerActivity.CPU]
+    if module.device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
+        gen.generate(contexts[0], beam)
+    events = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:8]
+    cpu_total = sum(e.self_cpu_time_total for e in prof.key_averages()) or 1
+    return {
+        "beam": beam,
+        "call_ms": total,
+        "in_passes_ms": in_passes,
+        "outside_passes_ms": total - in_passes,
+        "passes": by_pass,
+        "top_ops": [
+            {"op": e.key, "self_cpu_share": e.self_cpu_time_total / cpu_total, "calls": e.count}
+            for e in events
+        ],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
         "--beams",
         default="1,5,10,20",
         help="widths, comma-separated (default 1,5,10,20; greedy and 20 are always in)",
+    )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="also time each forward pass of a greedy and a beam-20 call of both engines",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
@@ -93,6 +169,12 @@ def main(argv: list[str] | None = None) -> int:
                 diff = max(
                     [diff, *(abs(a.score - b.score) for a, b in zip(ref, fast, strict=True))]
                 )
+    profiles = {}
+    if args.profile:
+        timed = questions[: min(args.contexts, 5)]
+        profiles = {
+            name: [_profile(gen, timed, b) for b in (1, 20)] for name, gen in engines.items()
+        }
     ref_ms = {b: statistics.median(v) for b, v in ms["ref"].items()}
     fast_ms = {b: statistics.median(v) for b, v in ms["fast"].items()}
     device = str(fast_policy.model.device)
@@ -113,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         "sid_agreement": (sum(same.values()) / (len(compared) * len(beams)) if compared else None),
         "sid_agreement_by_beam": {b: same[b] / len(compared) for b in beams} if compared else {},
         "max_score_diff": diff,
+        "profile": profiles,
     }
     if args.json:
         print(json.dumps(keys))
@@ -133,6 +216,15 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(compared)} contexts compared; largest score difference where the SIDs agree "
             f"{diff:.1e}"
         )
+    for name, rows in profiles.items():
+        for row in rows:
+            passes = ", ".join(f"{p['shapes'][0]}: {p['ms']:.1f}" for p in row["passes"])
+            ops = ", ".join(f"{o['op']} {o['self_cpu_share']:.0%}" for o in row["top_ops"][:3])
+            print(
+                f"{name} beam {row['beam']}: {row['call_ms']:.1f} ms a call, "
+                f"{row['outside_passes_ms']:.1f} outside the passes; passes (batch x tokens: ms) "
+                f"{passes}; top ops {ops}"
+            )
     return 0
 
 
