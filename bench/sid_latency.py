@@ -39,6 +39,24 @@ def _sync(device: Any) -> None:
         torch.cuda.synchronize(device)
 
 
+def _difference(context: int, beam: int, ref: list[Any], fast: list[Any]) -> dict[str, Any]:
+    """Where two SID lists part: the first place, and how close the scores there are.
+
+    ``same_set`` says whether only the order differs; ``gap`` is the largest difference between
+    the reference's scores at the places where the lists differ and the fast engine's there (a
+    swap of near-ties has a gap near float rounding).
+    """
+    places = [i for i, (a, b) in enumerate(zip(ref, fast, strict=False)) if a.sid != b.sid]
+    return {
+        "context": context,
+        "beam": beam,
+        "first_place": places[0] if places else min(len(ref), len(fast)),
+        "places": len(places),
+        "same_set": {c.sid for c in ref} == {c.sid for c in fast},
+        "gap": max((abs(ref[i].score - fast[i].score) for i in places), default=0.0),
+    }
+
+
 def _profile(gen: Any, contexts: list[str], beam: int) -> dict[str, Any]:
     """Where one engine's calls spend their time: each forward pass, the rest, the top ops.
 
@@ -159,16 +177,19 @@ def main(argv: list[str] | None = None) -> int:
             ms[name][beam].append((time.perf_counter() - started) * 1000)
     same = {b: 0 for b in beams}
     diff = 0.0
+    differences = []
     compared = questions[: args.agreement]
-    for question in tqdm(compared, desc="agreement", disable=args.json):
+    for i, question in enumerate(tqdm(compared, desc="agreement", disable=args.json)):
         for beam in beams:
             ref = engines["ref"].generate(question, beam)
             fast = engines["fast"].generate(question, beam)
-            same[beam] += [c.sid for c in ref] == [c.sid for c in fast]
             if [c.sid for c in ref] == [c.sid for c in fast]:
+                same[beam] += 1
                 diff = max(
                     [diff, *(abs(a.score - b.score) for a, b in zip(ref, fast, strict=True))]
                 )
+            else:
+                differences.append(_difference(i, beam, ref, fast))
     profiles = {}
     if args.profile:
         timed = questions[: min(args.contexts, 5)]
@@ -195,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         "sid_agreement": (sum(same.values()) / (len(compared) * len(beams)) if compared else None),
         "sid_agreement_by_beam": {b: same[b] / len(compared) for b in beams} if compared else {},
         "max_score_diff": diff,
+        "differences": differences,
         "profile": profiles,
     }
     if args.json:
@@ -215,6 +237,13 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{len(compared)} contexts compared; largest score difference where the SIDs agree "
             f"{diff:.1e}"
+        )
+    for d in differences:
+        print(
+            f"  context {d['context']}, beam {d['beam']}: the lists part at place "
+            f"{d['first_place']} ({d['places']} places differ, "
+            f"{'same SIDs in another order' if d['same_set'] else 'different SIDs'}, "
+            f"score gap there {d['gap']:.1e})"
         )
     for name, rows in profiles.items():
         for row in rows:

@@ -22,7 +22,7 @@ def _script(name: str) -> ModuleType:
 
 @pytest.mark.slow
 def test_sid_latency_reports_both_engines_and_their_agreement(capsys) -> None:
-    assert _script("sid_latency").main(["--contexts", "1", "--agreement", "2", "--json"]) == 0
+    assert _script("sid_latency").main(["--contexts", "1", "--agreement", "1", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["device"] == "cpu" and report["fast_dtype"] == "float32"
     assert set(report["ref_ms"]) == set(report["fast_ms"]) == {"1", "5", "10", "20"}
