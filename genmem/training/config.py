@@ -17,7 +17,7 @@ One :class:`TrainPreset` holds the optimiser, schedule, batch and GRPO settings 
   planner/judge model is served on other GPUs. ``a100x4-server``: one 8-GPU node split into
   4 training GPUs, 2 for ``trl vllm-serve`` and 2 for the planner/judge server. Each value's
   source in the paper is cited beside it. Launch with ``accelerate launch --config_file
-  configs/accelerate_zero3.yaml`` (see README, "Training on GPUs").
+  configs/accelerate_zero3.yaml`` (see docs/training.md, "Several processes and GPUs").
 - a JSON or YAML file: any fields of :class:`TrainPreset`, over the ``base`` preset it names.
 
 A launched run counts its processes itself: :func:`for_processes` re-checks the batch split for
@@ -327,7 +327,7 @@ PRESETS: dict[str, TrainPreset] = {
         vllm_gpu_memory_utilization=0.3,
     ),
     # One 8-GPU node: training on 4 (CUDA_VISIBLE_DEVICES=0,1,2,3), `trl vllm-serve` on 2,
-    # the planner/judge server on 2 (README, "Training on GPUs").
+    # the planner/judge server on 2 (docs/training.md, "Several processes and GPUs").
     "a100x4-server": TrainPreset(
         **_PAPER,
         name="a100x4-server",
