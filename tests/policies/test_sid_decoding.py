@@ -6,9 +6,7 @@ import random
 
 import pytest
 
-from genmem.memory.bank import Bank
 from genmem.memory.sid import DEFAULT_SPEC, SID, SIDSpec
-from genmem.memory.sqlite_store import SQLiteBankStore
 from genmem.policies.local import load_policy
 from genmem.policies.sid_decoding import (
     MAX_BEAMS,
@@ -16,7 +14,6 @@ from genmem.policies.sid_decoding import (
     SIDTrie,
     TransformersSIDGenerator,
 )
-from tests.conftest import TEST_HASH
 from tests.fakes import gsm8k_texts
 
 SMALL = SIDSpec((3, 2, 2))
@@ -91,15 +88,6 @@ def _contexts(n: int) -> list[str]:
 @pytest.fixture(scope="module")
 def generator(default_policy) -> TransformersSIDGenerator:
     return TransformersSIDGenerator(default_policy, DEFAULT_SPEC)
-
-
-@pytest.fixture
-def small_bank(tmp_path) -> Bank:
-    store = SQLiteBankStore(tmp_path / "bank.db")
-    bank = store.create_bank("b", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
-    for codes in [(0, 0, 0, 0), (0, 0, 0, 5), (5, 3, 2, 1), (47, 15, 7, 7), (5, 3, 6, 0)]:
-        bank.insert(SID(codes), f"experience at {codes}")
-    return bank
 
 
 @pytest.mark.slow

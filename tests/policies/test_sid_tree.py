@@ -13,15 +13,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from genmem.memory.bank import Bank
-from genmem.memory.sid import DEFAULT_SPEC, SID, SIDSpec
-from genmem.memory.sqlite_store import SQLiteBankStore
+from genmem.memory.sid import SIDSpec
 from genmem.policies.local import LocalPolicy, load_policy
 from genmem.policies.policy_dir import PolicyInfo
 from genmem.policies.prefix_cache import PrefixCache
 from genmem.policies.sid_decoding import SIDDecodingConfig, TransformersSIDGenerator
 from genmem.policies.sid_tree import TrieTables, plan_lookahead, supports_tree
-from tests.conftest import TEST_HASH
 from tests.fakes import gsm8k_texts
 
 SMALL = SIDSpec((3, 2, 2))
@@ -101,14 +98,6 @@ def tiny_policy() -> LocalPolicy:
     )
 
 
-def _bank(tmp_path) -> Bank:
-    store = SQLiteBankStore(tmp_path / "bank.db")
-    bank = store.create_bank("b", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
-    for codes in [(0, 0, 0, 0), (0, 0, 0, 5), (5, 3, 2, 1), (47, 15, 7, 7), (5, 3, 6, 0)]:
-        bank.insert(SID(codes), f"experience at {codes}")
-    return bank
-
-
 TIE = 1e-4
 """Scores closer than this may come out in either order: float rounding differs between a prompt
 read in one pass or two (the random tiny model has SIDs whose scores differ by 2e-6)."""
@@ -130,9 +119,9 @@ def _same(tree: list, ref: list) -> None:
 @pytest.mark.parametrize("allowed", ["all", "occupied", "prefix"])
 @pytest.mark.parametrize("lookahead", [None, 0, 4096])
 def test_tree_returns_the_reference_sids_and_scores(
-    tiny_policy, tmp_path, allowed, lookahead
+    tiny_policy, small_bank, allowed, lookahead
 ) -> None:
-    bank = _bank(tmp_path) if allowed != "all" else None
+    bank = small_bank if allowed != "all" else None
     # contexts of very different lengths share a batch: the padding sits after the cached head
     contexts = [t[: 40 + 60 * i] for i, t in enumerate(gsm8k_texts(5))] + ["?"]
     make = lambda engine, **kw: TransformersSIDGenerator(  # noqa: E731
@@ -149,8 +138,8 @@ def test_tree_returns_the_reference_sids_and_scores(
     assert tiny_policy.prefixes is not None and tiny_policy.prefixes.reused_tokens > 0
 
 
-def test_fewer_sids_than_beams_come_back_alone(tiny_policy, tmp_path) -> None:
-    bank = _bank(tmp_path)
+def test_fewer_sids_than_beams_come_back_alone(tiny_policy, small_bank) -> None:
+    bank = small_bank
     gen = TransformersSIDGenerator(
         tiny_policy, bank=bank, config=SIDDecodingConfig(allowed="occupied")
     )
@@ -175,9 +164,9 @@ def test_the_cached_head_gives_what_a_whole_prompt_gives(tiny_policy) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("allowed", ["all", "prefix"])
-def test_tree_matches_the_reference_on_the_default_model(tmp_path, allowed) -> None:
+def test_tree_matches_the_reference_on_the_default_model(small_bank, allowed) -> None:
     policy = load_policy(dtype="float32")
-    bank = _bank(tmp_path) if allowed != "all" else None
+    bank = small_bank if allowed != "all" else None
     contexts = [t[:200] for t in gsm8k_texts(3)]
     tree = TransformersSIDGenerator(policy, bank=bank, config=SIDDecodingConfig(allowed=allowed))
     ref = TransformersSIDGenerator(
