@@ -1,7 +1,104 @@
-"""GenMem: a generative symbolic experience memory for LangGraph agents."""
+"""GenMem: a generative symbolic experience memory for LangGraph agents.
+
+The public API, importable from here (each name loads its module on first use, so ``import
+genmem`` stays light)::
+
+    import genmem
+
+    built = genmem.bank_from_texts(texts, "sqlite:///bank.db?bank=lessons")
+    tools = genmem.memory_tools(built.bank)          # memory_lookup for any agent
+    wrapped = genmem.add_memory(agent).compile()      # MemRetriever -> agent -> MemEvolver
+    loop = genmem.closed_loop("local")                # retrieve, plan, assess, evolve
+    loop.invoke({"query": "..."}, context={"bank": built.bank})
+
+Everything else lives in the layers' packages (``genmem.memory``, ``genmem.policies``,
+``genmem.graph``, ``genmem.envs``, ``genmem.experiments``, ``genmem.training``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from genmem.errors import GenMemError
 
+if TYPE_CHECKING:
+    from genmem.graph.background import background_of
+    from genmem.graph.embed import add_memory, memory_tools
+    from genmem.graph.evolver import EvolverConfig
+    from genmem.graph.loop import build_genmem_graph
+    from genmem.graph.retriever import MemoryContext, RetrieverConfig
+    from genmem.graph.stack import StackBudget
+    from genmem.graph.stackplanner import StackPlannerConfig
+    from genmem.graph.trajectory import Trajectory
+    from genmem.graph.wiring import closed_loop
+    from genmem.memory.bank import Bank
+    from genmem.memory.build import ExperienceRecord
+    from genmem.memory.from_texts import BankBuild, bank_from_texts
+    from genmem.memory.location import open_bank
+    from genmem.memory.rqkmeans import Codebooks
+    from genmem.memory.sid import SID
+    from genmem.policies.backends import load_chat_model
+
 __version__ = "0.1.0"
 
-__all__ = ["GenMemError", "__version__"]
+_PUBLIC = {
+    "Bank": "genmem.memory.bank",
+    "BankBuild": "genmem.memory.from_texts",
+    "Codebooks": "genmem.memory.rqkmeans",
+    "EvolverConfig": "genmem.graph.evolver",
+    "ExperienceRecord": "genmem.memory.build",
+    "MemoryContext": "genmem.graph.retriever",
+    "RetrieverConfig": "genmem.graph.retriever",
+    "SID": "genmem.memory.sid",
+    "StackBudget": "genmem.graph.stack",
+    "StackPlannerConfig": "genmem.graph.stackplanner",
+    "Trajectory": "genmem.graph.trajectory",
+    "add_memory": "genmem.graph.embed",
+    "background_of": "genmem.graph.background",
+    "bank_from_texts": "genmem.memory.from_texts",
+    "build_genmem_graph": "genmem.graph.loop",
+    "closed_loop": "genmem.graph.wiring",
+    "load_chat_model": "genmem.policies.backends",
+    "memory_tools": "genmem.graph.embed",
+    "open_bank": "genmem.memory.location",
+}
+"""Public name -> the module that defines it."""
+
+__all__ = [
+    "SID",
+    "Bank",
+    "BankBuild",
+    "Codebooks",
+    "EvolverConfig",
+    "ExperienceRecord",
+    "GenMemError",
+    "MemoryContext",
+    "RetrieverConfig",
+    "StackBudget",
+    "StackPlannerConfig",
+    "Trajectory",
+    "__version__",
+    "add_memory",
+    "background_of",
+    "bank_from_texts",
+    "build_genmem_graph",
+    "closed_loop",
+    "load_chat_model",
+    "memory_tools",
+    "open_bank",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name's module on first use."""
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'genmem' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC})

@@ -20,8 +20,8 @@ from genmem.cli.common import (
     emit,
     positive_int,
 )
-from genmem.cli.sid import addressing_policy
 from genmem.cli.tasks import add_task_arguments, check_task_source, environment, first_error
+from genmem.graph.addressing import addressing_for
 
 __all__ = ["bank_or_seed", "register"]
 
@@ -121,7 +121,7 @@ def _eval(args: argparse.Namespace) -> int:
     check_task_source(args)
     check_concurrency(args)
     check_interactor(args)
-    sid_generator = addressing_policy(args.model, args.sid_model)  # a bad spec: exit 2 first
+    sid_generator = addressing_for(args.model, args.sid_model)  # a bad spec: exit 2 first
     methods = _methods(args)
     out = Path(args.out)
     if args.pairs:
@@ -172,7 +172,6 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> int:
     """Candidate Hit, Hit@1/5 and prefix hits of each addressing method on reference SIDs."""
-    from genmem.cli.sid import sid_generator_for
     from genmem.experiments.methods import cached_payload_encoder
     from genmem.experiments.plots import plot_prefix_hits
     from genmem.experiments.retrieval_eval import (
@@ -186,7 +185,7 @@ def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> 
     )
     from genmem.experiments.stats import DEFAULT_INTERVALS
     from genmem.memory.location import open_bank
-    from genmem.policies.addressing import bank_quantizer, is_aligned
+    from genmem.policies.addressing import bank_quantizer, is_aligned, sid_generator_for
     from genmem.policies.baselines import DenseRetriever, TfidfRetriever
     from genmem.policies.rerank import RerankConfig, Reranker
 

@@ -206,14 +206,14 @@ def _names(text: str | None, every: tuple[str, ...]) -> tuple[str, ...]:
 
 def _symbols(args: argparse.Namespace) -> int:
     from genmem.cli.eval import bank_or_seed
-    from genmem.cli.sid import addressing_policy
     from genmem.experiments.plots import plot_symbols
     from genmem.experiments.stats import format_interval
     from genmem.experiments.symbols import CONDITIONS, SymbolsConfig, run_symbols
+    from genmem.graph.addressing import addressing_for
 
     check_task_source(args)
     check_concurrency(args)
-    factory = addressing_policy(args.model, args.sid_model)  # a bad spec: exit 2 first
+    factory = addressing_for(args.model, args.sid_model)  # a bad spec: exit 2 first
     try:
         config = SymbolsConfig(
             beams=_ints(args.beams, "--beams"),
@@ -271,14 +271,14 @@ def _symbols(args: argparse.Namespace) -> int:
 
 def _fusion(args: argparse.Namespace) -> int:
     from genmem.cli.eval import bank_or_seed
-    from genmem.cli.sid import addressing_policy
     from genmem.experiments.fusion import FUSION_CONDITIONS, FusionConfig, fusion_table, run_fusion
     from genmem.experiments.plots import plot_fusion
+    from genmem.graph.addressing import addressing_for
     from genmem.policies.backends import capped_chat_model
 
     check_task_source(args)
     check_concurrency(args)
-    factory = addressing_policy(args.model, args.sid_model)  # a bad spec: exit 2 first
+    factory = addressing_for(args.model, args.sid_model)  # a bad spec: exit 2 first
     try:
         config = FusionConfig(
             conditions=_names(args.conditions, FUSION_CONDITIONS),  # type: ignore[arg-type]
@@ -315,7 +315,7 @@ def _fusion(args: argparse.Namespace) -> int:
 
 def _addressing(args: argparse.Namespace, bank_url: str, factory: Any) -> tuple[Any, Any]:
     """The solver's chat model and the addresser of --addresser / --sid-model for the bank."""
-    from genmem.graph._addressing import BankGenerators
+    from genmem.graph.addressing import BankGenerators
     from genmem.graph.retriever import RetrieverConfig
     from genmem.memory.location import open_bank
     from genmem.policies.backends import capped_chat_model

@@ -18,7 +18,6 @@ from genmem.cli.common import (
     emit,
     positive_int,
 )
-from genmem.cli.sid import addressing_policy
 from genmem.cli.tasks import add_task_arguments, check_task_source
 
 __all__ = [
@@ -110,31 +109,22 @@ def scorer_for(name: str, references: list[Any]) -> Any:
 
 
 def build_loop_app(args: argparse.Namespace, scorer: Any) -> Any:
-    """The compiled closed-loop graph for these options."""
-    from genmem.graph.evolver import EvolverConfig
-    from genmem.graph.loop import build_genmem_graph
-    from genmem.graph.retriever import RetrieverConfig
-    from genmem.graph.stack import StackBudget
-    from genmem.graph.stackplanner import StackPlannerConfig
-    from genmem.policies.backends import capped_chat_model
+    """The compiled closed loop for these options (:func:`genmem.graph.wiring.closed_loop`)."""
+    from genmem.graph.wiring import closed_loop
 
     try:
-        retriever = RetrieverConfig(
-            beam=args.beam, rerank=args.beam > 1, allowed=args.allowed, addresser=args.addresser
+        return closed_loop(
+            args.model,
+            sid_model=args.sid_model,
+            max_new_tokens=args.max_new_tokens,
+            beam=args.beam,
+            allowed=args.allowed,
+            addresser=args.addresser,
+            max_steps=args.max_steps,
+            scorer=scorer,
         )
-        evolver = EvolverConfig(addresser=args.addresser)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
-    planner = StackPlannerConfig(budget=StackBudget(max_steps=args.max_steps))
-    graph = build_genmem_graph(
-        capped_chat_model(args.model, args.max_new_tokens),
-        sid_generator=addressing_policy(args.model, args.sid_model),
-        retriever_config=retriever,
-        evolver_config=evolver,
-        planner_config=planner,
-        scorer=scorer,
-    )
-    return graph.compile(name="genmem")
 
 
 def _queries(args: argparse.Namespace) -> list[dict[str, Any]]:

@@ -14,8 +14,10 @@ from genmem.cli.common import (
     fail,
     positive_int,
 )
+from genmem.graph.addressing import addressing_for
+from genmem.policies.addressing import sid_generator_for
 
-__all__ = ["addressing_policy", "register", "sid_generator_for"]
+__all__ = ["register"]
 
 _MODEL_HELP = (
     "addressing policy: 'local' (embedded SmolLM2, default), 'local:DIR' or DIR (a policy "
@@ -141,51 +143,6 @@ def _quantizer(args: argparse.Namespace, bank: Any) -> Any:
     return bank_quantizer(bank, args.allowed)
 
 
-def sid_generator_for(
-    model: str,
-    bank: Any,
-    *,
-    allowed: str = "all",
-    codebook: str | None = None,
-    tokenizer: str | None = None,
-) -> Any:
-    """The SID generator a ``--model`` spec names (local, local:DIR, vllm:..., quantizer)."""
-    from genmem.policies.types import SIDGenerator
-
-    if model == "quantizer":
-        if not codebook:
-            raise CLIError("--model quantizer needs --codebook DIR (the bank's codebooks)")
-        from genmem.memory.rqkmeans import Codebooks
-        from genmem.policies.quantizer import QuantizerAddresser
-
-        codebooks = Codebooks.load(codebook)
-        bank.check_codebook(codebooks)
-        return QuantizerAddresser(codebooks, bank=bank, allowed=allowed)
-    if model.startswith("vllm:"):
-        if allowed != "all":
-            raise CLIError("--allowed occupied/prefix needs a local policy; vLLM decodes 'all'")
-        if not tokenizer:
-            raise CLIError("--model vllm:... needs --tokenizer DIR for the chat template")
-        from transformers import AutoTokenizer
-
-        from genmem.policies.sid_decoding import address_prompt
-        from genmem.policies.vllm_sid import VLLMServerSIDGenerator
-
-        tok = AutoTokenizer.from_pretrained(tokenizer)
-        return VLLMServerSIDGenerator.from_spec(
-            model, spec=bank.spec, prompt_builder=lambda text: address_prompt(tok, text)
-        )
-    from genmem.policies.sid_decoding import SIDDecodingConfig, TransformersSIDGenerator
-
-    path = None if model in ("local", "default") else model.removeprefix("local:")
-    gen: SIDGenerator = TransformersSIDGenerator.load(
-        path,
-        bank=bank,
-        config=SIDDecodingConfig(allowed=allowed),  # type: ignore[arg-type]
-    )
-    return gen
-
-
 def _generate(args: argparse.Namespace) -> int:
     from genmem.memory.location import open_bank
     from genmem.policies.addressing import addresser_name
@@ -249,31 +206,6 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def addressing_policy(model: str, sid_model: str | None) -> Any:
-    """The SID generator factory for ``--sid-model`` (None: decode on the local chat model).
-
-    A served chat model (``vllm:...``) has no local weights to decode SIDs with; its runs address
-    with the embedded policy unless ``--sid-model`` names another local one.
-    """
-    if sid_model is None and _is_local(model):
-        return None
-    spec = sid_model or "local"
-    if not _is_local(spec):
-        raise CLIError(f"--sid-model {spec!r}: use local or local:DIR (a policy directory)")
-    from genmem.graph._addressing import choose_generator
-
-    def make(bank: Any, config: Any) -> Any:
-        policy = sid_generator_for(spec, bank, allowed=config.allowed)
-        return choose_generator(bank, config, policy.policy, lambda: policy, "MemRetriever")
-
-    return make
-
-
-def _is_local(spec: str) -> bool:
-    """Whether a model spec names local weights (``local``, ``default`` or ``local:DIR``)."""
-    return spec.strip() in ("local", "default") or spec.startswith("local:")
-
-
 _USAGE_ERRORS = ("invalid_sid",)
 
 
@@ -304,7 +236,7 @@ def _fuse(args: argparse.Namespace) -> int:
     if len(args.sid) != 2:
         raise CLIError(f"--sid: fusion takes exactly two SIDs, got {len(args.sid)}")
     open_bank(args.bank)  # a bad URL or bank fails here, before a model loads
-    factory = addressing_policy(args.model, args.sid_model)
+    factory = addressing_for(args.model, args.sid_model)
     chat = capped_chat_model(args.model, args.max_new_tokens)
     app = build_fuse_graph(
         chat, sid_generator=factory, config=ComposeConfig(addresser=args.addresser)

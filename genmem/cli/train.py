@@ -11,6 +11,7 @@ from genmem.cli.common import (
     add_concurrency_argument,
     emit,
     fail,
+    iter_jsonl,
     nonnegative_int,
     positive_float,
     positive_int,
@@ -82,6 +83,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         "'addressing': the three text -> SID mappings only (query, trajectory, experience)",
     )
     a.add_argument("--eval-size", type=positive_int, default=32, help="queries scored (32)")
+    a.add_argument(
+        "--queries",
+        metavar="FILE",
+        help="JSONL of {query, sid} or {query, text}: queries for the entries they name (by SID, "
+        "or by a text the bank's codebooks quantise to it), added to those the entries record; "
+        "for a bank built from plain texts",
+    )
+    a.add_argument(
+        "--heldout",
+        type=float,
+        default=0.1,
+        metavar="FRACTION",
+        help="share of the queries kept out of training to measure the alignment (0.1; 0 "
+        "trains on all of them and measures no held-out accuracy)",
+    )
     a.add_argument(
         "--max-context-tokens",
         type=positive_int,
@@ -214,6 +230,29 @@ def _setup_with_tasks(args: argparse.Namespace, flag: str, chat: str) -> tuple[A
     return preset, environment(args)
 
 
+def _queries(path: str) -> list[Any]:
+    """``--queries``: each line a {query, sid} or {query, text} object."""
+    from pydantic import ValidationError
+
+    from genmem.training.align_data import QueryPair
+
+    rows = []
+    for lineno, obj in iter_jsonl(path):
+        try:
+            rows.append(QueryPair.model_validate(obj))
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            field = ".".join(str(x) for x in error["loc"])
+            where = f"{field}: " if field else ""
+            raise CLIError(
+                f"{path}:{lineno}: {where}{error['msg']} (a line is {{query, sid}} or "
+                "{query, text})"
+            ) from None
+    if not rows:
+        raise CLIError(f"{path} holds no queries")
+    return rows
+
+
 def _align(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
@@ -228,12 +267,14 @@ def _align(args: argparse.Namespace) -> int:
     try:
         data = AlignDataConfig(
             seed=preset.seed,
+            heldout=args.heldout,
             max_context_tokens=args.max_context_tokens,
             max_target_chars=args.max_target_chars,
             **({"weights": weights} if weights else {}),
         )
     except ValidationError as exc:
         raise CLIError(first_error(exc)) from None
+    queries = _queries(args.queries) if args.queries else []
     out = Path(args.out)
     if args.resume and args.finish:
         raise CLIError("--resume trains on, --finish trains no further: give one of them")
@@ -243,20 +284,24 @@ def _align(args: argparse.Namespace) -> int:
         flag = "--resume" if args.resume else "--finish"
         if last_checkpoint(out) is None:
             raise CLIError(f"{flag}: {out / 'trainer'} holds no checkpoint to start from")
-    with _stdout_to_stderr():
-        report = run_align(
-            bank,
-            out,
-            preset=preset,
-            model=args.model,
-            max_steps=args.train_steps,
-            data=data,
-            max_eval=args.eval_size,
-            describer=args.describer,
-            pieces=Pieces(args.checkpoint_every, args.pause_after, args.resume, args.finish),
-            curve_every=args.curve_every,
-            progress=not args.json,
-        )
+    try:
+        with _stdout_to_stderr():
+            report = run_align(
+                bank,
+                out,
+                preset=preset,
+                model=args.model,
+                max_steps=args.train_steps,
+                data=data,
+                max_eval=args.eval_size,
+                describer=args.describer,
+                queries=queries,
+                pieces=Pieces(args.checkpoint_every, args.pause_after, args.resume, args.finish),
+                curve_every=args.curve_every,
+                progress=not args.json,
+            )
+    except ValueError as exc:  # no data to align with (the bank, the queries): exit 1
+        return fail(str(exc), 1) if _main_process() else 1
     if not _main_process():
         return 0
     state = "" if report.complete else " (paused: --resume continues)"

@@ -312,7 +312,7 @@ def score_tasks(
     (else the bank's quantizer), paired with ``baseline`` (the ``none`` scores)."""
     from genmem.experiments.evaluate import evaluate, read_records
     from genmem.experiments.stats import paired_difference
-    from genmem.graph._addressing import choose_generator
+    from genmem.graph.addressing import choose_generator
 
     factory = None
     if policy_dir is not None:

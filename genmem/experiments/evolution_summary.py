@@ -87,7 +87,7 @@ def _invariance(
 ) -> dict[str, Any]:
     """Addresses before vs after the stream: SID generation, and each baseline's top-1."""
     from genmem.experiments.methods import PayloadAddresser
-    from genmem.graph._addressing import local_generator
+    from genmem.graph.addressing import local_generator
     from genmem.policies.prompts import retriever_user_message
 
     contexts = [retriever_user_message(t.query) for t in probe]

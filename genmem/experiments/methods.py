@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from genmem.graph._addressing import AddressingConfig, GeneratorFactory
+from genmem.graph.addressing import AddressingConfig, GeneratorFactory
 from genmem.memory.bank import Bank
 from genmem.memory.embedding_cache import CachedEncoder
 from genmem.memory.sid import SIDSpec

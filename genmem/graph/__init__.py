@@ -25,8 +25,10 @@ from genmem.graph.retriever import (
     RetrieverState,
     build_retriever_graph,
 )
+from genmem.graph.stack import StackBudget
 from genmem.graph.stackplanner import StackPlannerConfig, SubAgent, build_stackplanner_graph
 from genmem.graph.trajectory import StepRecord, Trajectory
+from genmem.graph.wiring import closed_loop
 
 __all__ = [
     "BackgroundConfig",
@@ -43,6 +45,7 @@ __all__ = [
     "RetrieverConfig",
     "RetrieverState",
     "ServerBackground",
+    "StackBudget",
     "StackPlannerConfig",
     "StepRecord",
     "SubAgent",
@@ -57,6 +60,7 @@ __all__ = [
     "build_retriever_graph",
     "build_stackplanner_graph",
     "build_update_graph",
+    "closed_loop",
     "memory_tools",
     "trajectory_from_messages",
 ]

@@ -501,6 +501,12 @@ def attach_background(graph: StateGraph, queue: BackgroundEvolver | ServerBackgr
 def background_of(graph: StateGraph | CompiledStateGraph) -> BackgroundEvolver:
     """The :class:`BackgroundEvolver` of a graph built with ``evolve="background"``.
 
+    Args:
+        graph: The graph, compiled or not, from ``add_memory`` or ``build_genmem_graph``.
+
+    Returns:
+        Its worker: ``drain()`` waits for queued updates, ``close()`` stops it.
+
     Raises:
         ValueError: the graph writes inline, runs its updates on a server
             (:class:`ServerBackground`: they are the server's runs), or was not built by GenMem.

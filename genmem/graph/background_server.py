@@ -31,7 +31,7 @@ from langgraph.runtime import Runtime
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import NotFoundError
 
-from genmem.graph._addressing import GeneratorFactory
+from genmem.graph.addressing import GeneratorFactory
 from genmem.graph.evolver import EvolverConfig, build_evolver_graph
 from genmem.graph.retriever import MemoryContext
 from genmem.policies.types import SIDGenerator

@@ -36,8 +36,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
 from genmem.errors import GenMemError
-from genmem.graph._addressing import BankGenerators, GeneratorFactory
 from genmem.graph._runtime import bank_from_runtime
+from genmem.graph.addressing import BankGenerators, GeneratorFactory
 from genmem.graph.retriever import MemoryContext, extract_answer
 from genmem.memory.bank import Bank
 from genmem.memory.data_block import unwrap_echo

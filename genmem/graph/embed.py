@@ -48,9 +48,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 
-from genmem.graph._addressing import GeneratorFactory
 from genmem.graph._memory_nodes import Mode, check_mode, retrieval_update
 from genmem.graph._runtime import sync_and_async
+from genmem.graph.addressing import GeneratorFactory
 from genmem.graph.background import (
     BackgroundConfig,
     EvolveMode,
@@ -403,9 +403,14 @@ def add_memory(
 def memory_tools(bank: Bank | None = None, k: int = DEFAULT_LOOKUP_K) -> list[BaseTool]:
     """The ``memory_lookup`` tool for any agent: ``create_agent(m, tools=[*t, *memory_tools()])``.
 
-    With ``bank`` the tool always reads that bank; without it each call reads the bank the run
-    names in its context (``bank_url``, ``bank_id``; give ``create_agent`` the
-    ``context_schema=MemoryContext``), its config, or the agent's store. ``k`` is how many
-    neighbouring entries come back when the exact slot is empty.
+    Args:
+        bank: The bank the tool always reads. Without it each call reads the bank the run
+            names in its context (``bank`` or ``bank_url``, ``bank_id``; give ``create_agent``
+            the ``context_schema=MemoryContext``), its config, or the agent's store.
+        k: How many neighbouring entries come back when the exact slot is empty.
+
+    Returns:
+        A one-tool list; a bad SID or a missing bank comes back to the agent as the tool's
+        result, never as an exception.
     """
     return [create_memory_lookup_tool(bank, k=k)]

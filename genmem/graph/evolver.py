@@ -62,8 +62,8 @@ from genmem.errors import (
     SlotOccupied,
     VersionConflict,
 )
-from genmem.graph._addressing import BankGenerators, GeneratorFactory
 from genmem.graph._runtime import abank_from_runtime, bank_from_runtime, sync_and_async
+from genmem.graph.addressing import BankGenerators, GeneratorFactory
 from genmem.graph.retriever import MemoryContext
 from genmem.graph.trajectory import render_trajectory
 from genmem.memory.bank import Bank

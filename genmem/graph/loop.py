@@ -147,14 +147,36 @@ def build_genmem_graph(
     evolve: EvolveMode = "inline",
     background: BackgroundConfig | ServerBackground | None = None,
 ) -> StateGraph:
-    """The uncompiled closed-loop graph; ``models`` sets a model per role (else ``model``).
+    """The uncompiled closed-loop graph (:func:`genmem.graph.wiring.closed_loop` compiles it
+    from a model spec and plain settings).
 
-    ``scorer`` scores answers against the input's ``reference`` (the ``score`` output, for
-    evaluation); ``observer`` gives the environment's own verdict, the only outcome MemEvolver
-    may see besides one passed in with the input. ``evolve="background"`` returns after
-    ``assess`` and queues MemEvolver's update on a worker configured by ``background``
-    (:mod:`genmem.graph.background`; the worker is ``background_of(graph)``), or with
-    ``ServerBackground`` starts it as a background run on the LangGraph server.
+    Args:
+        model: The chat model of every role (a chat model or a spec).
+        models: A model per role (``retriever``, ``lead``, ``subagent``, ``evolver``); overrides
+            ``model``.
+        sid_generator: The addressing policy of MemRetriever and MemEvolver: a generator, a
+            factory ``(bank, config) -> generator``, or None (decode on a local ``model``; the
+            configs' ``addresser`` decides per bank).
+        retriever_config: How MemRetriever addresses and rewrites.
+        planner_config: StackPlanner's budget and behaviour.
+        evolver_config: How MemEvolver addresses and retries.
+        agents: StackPlanner's sub-agents (default: the solver, plus the research and
+            interactor agents when their tools are given).
+        solver_tools: Tools of the solver sub-agent.
+        research_tools: Tools of the researcher sub-agent.
+        interactor_tools: Tools of the interactor sub-agent (an environment's actions).
+        scorer: Scores answers against the input's ``reference`` (the ``score`` output, for
+            evaluation only; never shown to an agent).
+        observer: The environment's own verdict on an answer, the only outcome MemEvolver may
+            see besides one passed in with the input.
+        evolve: ``inline``, or ``background``: the run returns after ``assess`` and
+            MemEvolver's update is queued on a worker configured by ``background``
+            (:mod:`genmem.graph.background`; the worker is ``background_of(graph)``), or with
+            ``ServerBackground`` started as a background run on the LangGraph server.
+        background: The background worker's settings, or :class:`ServerBackground`.
+
+    Returns:
+        The graph, to compile (``.compile()``) with or without a checkpointer and store.
     """
 
     def role(name: str) -> BaseChatModel | str:

@@ -45,8 +45,8 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 
-from genmem.graph._addressing import BankGenerators, GeneratorFactory
 from genmem.graph._runtime import abank_from_runtime, bank_from_runtime, sync_and_async
+from genmem.graph.addressing import BankGenerators, GeneratorFactory
 from genmem.memory.bank import Bank
 from genmem.memory.gate import check_payload
 from genmem.policies.addressing import Addresser, addresser_name, check_addresser

@@ -19,6 +19,7 @@ from genmem.memory.encoders import (
     format_for_encoding,
     load_encoder,
 )
+from genmem.memory.from_texts import BankBuild, bank_from_texts
 from genmem.memory.gate import GateConfig, GateVerdict, WriteGate, check_payload
 from genmem.memory.langgraph_store import LangGraphBankStore
 from genmem.memory.location import DEFAULT_BANK_ID, BankURL, open_bank, open_store, parse_bank_url
@@ -53,6 +54,7 @@ __all__ = [
     "SID",
     "ApplyResult",
     "Bank",
+    "BankBuild",
     "BankInfo",
     "BankStats",
     "BankStore",
@@ -84,6 +86,7 @@ __all__ = [
     "Update",
     "Version",
     "WriteGate",
+    "bank_from_texts",
     "build_bank",
     "check_payload",
     "code_shares",

@@ -70,8 +70,21 @@ def open_bank(
 ) -> Bank:
     """Open the bank a URL names; with ``create=True`` make it from ``codebooks`` if absent.
 
-    When ``codebooks`` are given, a bank built with other codebooks is refused
-    (:class:`~genmem.errors.CodebookMismatch`).
+    Args:
+        url: ``sqlite:///path.db?bank=ID``, ``postgresql://...?bank=ID`` or
+            ``langgraph+sqlite:///path.db?bank=ID``.
+        bank_id: The bank inside the store (overrides the URL's ``bank``).
+        codebooks: The codebooks the bank must have been built with (checked by hash).
+        create: Make an empty bank from ``codebooks`` when there is none.
+        spec: The SID sizes the bank must have.
+
+    Returns:
+        The open bank.
+
+    Raises:
+        InvalidBankURL: a URL that names no store, or ``create`` without codebooks.
+        BankNotFound: no such bank (a SQLite file is never created to find that out).
+        CodebookMismatch: the bank was built with other codebooks.
     """
     parsed = parse_bank_url(url)
     target = check_bank_id(bank_id) if bank_id is not None else parsed.bank_id

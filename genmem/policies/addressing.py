@@ -15,14 +15,14 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING, Literal, get_args
 
-from genmem.errors import CodebookError
+from genmem.errors import CodebookError, InvalidModelSpec
 
 if TYPE_CHECKING:
     from genmem.memory.bank import Bank
     from genmem.memory.rqkmeans import Codebooks
     from genmem.policies.local import LocalPolicy
     from genmem.policies.quantizer import QuantizerAddresser
-    from genmem.policies.types import AllowedMode
+    from genmem.policies.types import AllowedMode, SIDGenerator
 
 __all__ = [
     "ADDRESSERS",
@@ -33,7 +33,9 @@ __all__ = [
     "bank_quantizer",
     "check_addresser",
     "is_aligned",
+    "is_local_spec",
     "resolve_addresser",
+    "sid_generator_for",
 ]
 
 Addresser = Literal["auto", "generative", "quantizer"]
@@ -106,3 +108,64 @@ def resolve_addresser(choice: Addresser, policy: LocalPolicy | None, bank: Bank)
 def addresser_name(generator: object) -> str:
     """``generative``, ``quantizer`` or (a caller's own generator) ``custom``."""
     return str(getattr(generator, "addresser", "custom"))
+
+
+def is_local_spec(spec: str) -> bool:
+    """Whether a model spec names local weights (``local``, ``default`` or ``local:DIR``)."""
+    return spec.strip() in ("local", "default") or spec.startswith("local:")
+
+
+def sid_generator_for(
+    spec: str,
+    bank: Bank,
+    *,
+    allowed: AllowedMode = "all",
+    codebook: str | None = None,
+    tokenizer: str | None = None,
+) -> SIDGenerator:
+    """The SID generator a model spec names, for ``bank``.
+
+    Args:
+        spec: ``local`` / ``default`` (the embedded policy), ``local:DIR`` (a policy directory),
+            ``vllm:<url>#<name>`` (a served policy) or ``quantizer`` (the frozen codebooks).
+        bank: The bank whose SID space the generator addresses.
+        allowed: Which SIDs may come out: ``all``, ``occupied`` or ``prefix`` (local only).
+        codebook: The codebooks' directory; needed by ``quantizer``.
+        tokenizer: A tokenizer directory whose chat template builds a vLLM policy's prompts.
+
+    Raises:
+        InvalidModelSpec: a spec that cannot address this way (what is missing is named).
+        CodebookMismatch: ``codebook`` is not the bank's.
+    """
+    if spec == "quantizer":
+        if not codebook:
+            raise InvalidModelSpec(
+                "the quantizer needs --codebook DIR (library: codebook=DIR), the bank's codebooks"
+            )
+        from genmem.memory.rqkmeans import Codebooks
+        from genmem.policies.quantizer import QuantizerAddresser
+
+        codebooks = Codebooks.load(codebook)
+        bank.check_codebook(codebooks)
+        return QuantizerAddresser(codebooks, bank=bank, allowed=allowed)
+    if spec.startswith("vllm:"):
+        if allowed != "all":
+            raise InvalidModelSpec(f"--allowed {allowed} needs a local policy; vLLM decodes 'all'")
+        if not tokenizer:
+            raise InvalidModelSpec(
+                "a vllm:... policy needs --tokenizer DIR (library: tokenizer=DIR) for its chat "
+                "template"
+            )
+        from transformers import AutoTokenizer
+
+        from genmem.policies.sid_decoding import address_prompt
+        from genmem.policies.vllm_sid import VLLMServerSIDGenerator
+
+        tok = AutoTokenizer.from_pretrained(tokenizer)
+        return VLLMServerSIDGenerator.from_spec(
+            spec, spec=bank.spec, prompt_builder=lambda text: address_prompt(tok, text)
+        )
+    from genmem.policies.sid_decoding import SIDDecodingConfig, TransformersSIDGenerator
+
+    path = None if spec in ("local", "default") else spec.removeprefix("local:")
+    return TransformersSIDGenerator.load(path, bank=bank, config=SIDDecodingConfig(allowed=allowed))

