@@ -30,6 +30,8 @@ _URL_HELP = (
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``genmem bank`` and its sub-commands."""
+    from genmem.envs.benches import seed_sources
+
     p = sub.add_parser("bank", help="build, read and maintain SID-keyed memory banks")
     bsub = p.add_subparsers(dest="bank_command", required=True, metavar="BANK_COMMAND")
 
@@ -46,15 +48,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--json", action="store_true", help="print one JSON object")
     b.set_defaults(func=_build)
 
+    sources = ", ".join(seed_sources())
     sd = bsub.add_parser(
         "seed",
-        help="build (or reuse) a GSM8K, QA or TextWorld seed bank and write its retrieval pairs",
+        help=f"build (or reuse) a seed bank ({sources}) and write its retrieval pairs",
         description=(
-            "Turns the first --size bundled GSM8K training problems (--source qa: the 300 "
-            "bundled HotpotQA and 2Wiki dev questions outside hotpotqa-distractor, as abstract "
-            "experiences; --source textworld: the first --size textworld-train games, each as "
-            "the plan and commands that won it) into experiences, fits "
-            "codebooks on --fit-size of the same kind of text, quantises and stores them "
+            "Turns the first --size training rows of --source (by default bundled GSM8K "
+            "training problems; --source lists every environment that can seed a bank) into "
+            "experiences, fits codebooks on --fit-size of the same kind of text, quantises "
+            "and stores them "
             "through the write gate (cached under $GENMEM_CACHE/seed/). --pairs writes one "
             '{"query", "reference_sid"} line per training problem, the input of train align '
             "and eval --pairs."

@@ -35,7 +35,7 @@ def register(bsub: argparse._SubParsersAction, url_help: str) -> None:
             "different tasks N at a time."
         ),
     )
-    add_task_arguments(p, old_split="train")
+    add_task_arguments(p)
     p.add_argument("--limit", type=positive_int, help="first N tasks")
     p.add_argument("--attempts", type=positive_int, default=2, help="tries per task, K (2)")
     p.add_argument("--sizes", default="48,16,8,8", help="codebook sizes to fit (48,16,8,8)")
@@ -109,7 +109,7 @@ def _coldstart(args: argparse.Namespace) -> int:
     from genmem.experiments.coldstart import build_coldstart_bank
     from genmem.memory.location import parse_bank_url
 
-    check_task_source(args)  # an old spelling or no tasks: exit 2 before any work
+    check_task_source(args)  # no tasks: exit 2 before any work
 
     config = _config(args)
     parse_bank_url(args.bank)  # a bad URL fails before any work

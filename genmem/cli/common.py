@@ -121,13 +121,20 @@ def add_distill_argument(p: argparse.ArgumentParser) -> None:
 
 
 def add_source_argument(p: argparse.ArgumentParser) -> None:
-    """``--source``: what a seed bank is built from (the same in every command)."""
+    """``--source``: what a seed bank is built from (the same in every command): an environment
+    that can seed one (``genmem.envs.benches.seed_sources``)."""
+    from genmem.envs.benches import seed_sources
+
+    sources = seed_sources()
+    about = "; ".join(
+        f"{name}: {s.about}" + (" (--distill abstract only)" if s.write is not None else "")
+        for name, s in sources.items()
+    )
     p.add_argument(
         "--source",
-        choices=["gsm8k", "qa", "textworld"],
+        choices=list(sources),
         default="gsm8k",
-        help="GSM8K training problems (default), the bundled QA questions, or TextWorld "
-        "training games (the last two need --distill abstract)",
+        help=f"where the seed experiences come from (default gsm8k). {about}",
     )
 
 

@@ -121,7 +121,7 @@ def _evolve(args: argparse.Namespace) -> int:
     from genmem.experiments.evolution import EvolveConfig, run_evolution
     from genmem.memory.location import open_bank
 
-    check_task_source(args)  # an old spelling or no tasks: exit 2 before any work
+    check_task_source(args)  # no tasks: exit 2 before any work
     check_interactor(args)
 
     try:

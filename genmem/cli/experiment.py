@@ -27,6 +27,8 @@ __all__ = ["register"]
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``genmem experiment`` and its sub-commands."""
+    from genmem.envs.benches import seed_sources
+
     p = sub.add_parser(
         "experiment", help="analyses of the memory: SID symbols, fusion, codebook ablations"
     )
@@ -172,21 +174,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         "none; the held-out hits are scored on every held-out question either way)",
     )
     add_task_arguments(c, data_help="a task file (JSONL, or CSV for GPQA) for --limit")
+    heldout = ", ".join(f"{s.heldout} for {name}" for name, s in seed_sources().items())
     c.add_argument(
         "--limit",
         type=positive_int,
         help="score the first N tasks per bank through the graph (default: no tasks; tasks "
-        "from --bench, default gsm8k-test for --source gsm8k and hotpotqa-distractor for qa)",
+        f"from --bench, by default the bench the --source rows leave out: {heldout})",
     )
     c.add_argument("--model", default="local", help="model spec of the graph's roles (tasks)")
     add_budget_arguments(c)
     c.add_argument("--out", required=True, help="output folder")
     c.add_argument("--json", action="store_true", help="print one JSON object")
     c.set_defaults(func=_codebooks)
-
-
-# The tasks --limit scores when no --bench or --data names them: held out from each source.
-_TASKS_OF_SOURCE = {"gsm8k": "gsm8k-test", "qa": "hotpotqa-distractor"}
 
 
 def _ints(text: str, flag: str) -> tuple[int, ...]:
@@ -342,7 +341,9 @@ def _codebooks(args: argparse.Namespace) -> int:
     env = None
     if args.limit:
         if not (args.bench or args.data):
-            args.bench = _TASKS_OF_SOURCE[args.source]
+            from genmem.envs.benches import seeding
+
+            args.bench = seeding(args.source).heldout  # the tasks its rows leave out
         env = environment(args)
     elif args.bench or args.data:
         raise CLIError("--bench / --data name the tasks of --limit N: give --limit too")

@@ -1,9 +1,12 @@
-"""Where a command's tasks come from: a bench of the registry (``--bench``) or a task file."""
+"""Where a command's tasks come from: a bench of the registry (``--bench``) or a task file.
+
+The ``--bench`` choices and the flags of the environments' options (``--corpus``, ``--games``,
+...) are read off the environment registry (:mod:`genmem.envs.benches`) when the parser is built.
+"""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from genmem.cli.common import CLIError, positive_int
@@ -18,17 +21,27 @@ __all__ = [
 
 
 def add_env_options(p: argparse.ArgumentParser) -> None:
-    """``--format`` and what some environments need: search, WebShop, ALFWorld, TextWorld."""
-    from genmem.envs.benches import FORMATS
+    """``--format`` and one flag per option of the registered environments (``search_k``:
+    ``--search-k``), with the option's default and its description as the help."""
+    from genmem.envs.benches import FORMATS, option_fields
 
     p.add_argument("--format", choices=FORMATS, help="format of --data (default: detected)")
-    p.add_argument("--corpus", help='QA search: corpus JSONL of {"id", "title", "text"} (BM25)')
-    p.add_argument("--search-url", help="QA search: a Search-R1 retrieval server instead")
-    p.add_argument("--search-k", type=positive_int, default=3, help="passages per search (3)")
-    p.add_argument("--webshop-url", help="WebShop server (default $WEBSHOP_URL)")
-    p.add_argument("--alfworld-data", help="ALFWorld data folder (default $ALFWORLD_DATA)")
-    p.add_argument("--games", type=positive_int, default=10, help="TextWorld games (10)")
-    p.add_argument("--seed", type=int, default=0, help="TextWorld set / option shuffle seed (0)")
+    for name, field in option_fields().items():
+        p.add_argument(
+            "--" + name.replace("_", "-"),
+            type=_flag_type(field),
+            default=field.default,
+            help=(field.description or "").replace("%", "%%"),
+        )
+
+
+def _flag_type(field: Any) -> Any:
+    """How argparse reads an option: an integer of at least 1 as :func:`positive_int`, another
+    integer as ``int``, anything else as text (its environment's model converts it)."""
+    if field.annotation is not int:
+        return None
+    least = max((m.ge for m in field.metadata if getattr(m, "ge", None) is not None), default=None)
+    return positive_int if least is not None and least >= 1 else int
 
 
 def add_task_arguments(
@@ -38,14 +51,11 @@ def add_task_arguments(
     benches: tuple[str, ...] | None = None,
     env_options: bool = True,
     data_help: str = "a task file (JSONL, or CSV for GPQA)",
-    old_split: str = "test",
 ) -> argparse._MutuallyExclusiveGroup:
     """``--bench NAME | --data FILE`` (one of them required unless ``default`` names a bench).
 
-    ``benches`` narrows the names a command takes (all of ``genmem benches`` otherwise). The old
-    ``--dataset NAME [--split S]`` are kept, hidden, to exit 2 naming the bench they meant.
-    ``old_split`` is the split the command's old ``--split`` defaulted to. Returns the group,
-    for a command with one more source of its own.
+    ``benches`` narrows the names a command takes (all of ``genmem benches`` otherwise). Returns
+    the group, for a command with one more source of its own.
     """
     from genmem.envs.benches import BENCHES
 
@@ -61,28 +71,14 @@ def add_task_arguments(
         + (f" (default {default})" if default else ""),
     )
     src.add_argument("--data", help=data_help)
-    p.add_argument("--dataset", dest="old_dataset", help=argparse.SUPPRESS)
-    p.add_argument("--split", dest="old_split", help=argparse.SUPPRESS)
-    p.set_defaults(bench_required=default is None, old_default_split=old_split)
+    p.set_defaults(bench_required=default is None)
     if env_options:
         add_env_options(p)
     return src
 
 
 def check_task_source(args: argparse.Namespace) -> None:
-    """Refuse the old spellings (naming the new one) and a command given no tasks (CLIError)."""
-    from genmem.envs.benches import new_bench_name
-
-    if args.old_dataset or args.old_split:
-        bench = new_bench_name(
-            args.old_dataset or "gsm8k", args.old_split or args.old_default_split
-        )
-        old = " ".join(
-            f"{flag} {value}"
-            for flag, value in (("--dataset", args.old_dataset), ("--split", args.old_split))
-            if value
-        )
-        raise CLIError(f"{old} is now spelled --bench {bench} (`genmem benches` lists them)")
+    """Refuse a command given no tasks (CLIError)."""
     if args.bench_required and not (args.bench or args.data or getattr(args, "pairs", None)):
         sources = ["--bench NAME (see `genmem benches`)", "--data FILE"]
         sources += ["--pairs FILE"] if hasattr(args, "pairs") else []
@@ -98,18 +94,11 @@ def first_error(exc: ValueError) -> str:
 
 
 def _options(args: argparse.Namespace) -> Any:
-    from genmem.envs.benches import BenchOptions
+    from genmem.envs.benches import BenchOptions, option_fields
 
+    given = {n: getattr(args, n) for n in option_fields() if hasattr(args, n)}
     try:
-        return BenchOptions(
-            corpus=Path(args.corpus) if args.corpus else None,
-            search_url=args.search_url,
-            search_k=args.search_k,
-            webshop_url=args.webshop_url,
-            alfworld_data=Path(args.alfworld_data) if args.alfworld_data else None,
-            games=args.games,
-            seed=args.seed,
-        )
+        return BenchOptions(**{n: v for n, v in given.items() if v != ""})  # "": not given
     except ValueError as exc:
         raise CLIError(first_error(exc)) from None
 

@@ -224,7 +224,7 @@ def _setup_with_tasks(args: argparse.Namespace, flag: str, chat: str) -> tuple[A
     """The preset and the environment of a stage that runs tasks, every input checked first."""
     from genmem.cli.tasks import environment
 
-    check_task_source(args)  # an old spelling or no tasks: exit 2 before any work
+    check_task_source(args)  # no tasks: exit 2 before any work
     _chat_spec(flag, chat)
     preset, _ = _setup(args)
     return preset, environment(args)
@@ -361,7 +361,7 @@ def _register_grpo(tsub: argparse._SubParsersAction) -> None:
         ),
     )
     _common(g)
-    add_task_arguments(g, default="gsm8k-train", old_split="train")
+    add_task_arguments(g, default="gsm8k-train")
     g.add_argument("--limit", type=positive_int, default=4, help="training tasks (4)")
     g.add_argument(
         "--role",
@@ -462,7 +462,7 @@ def _register_mid(tsub: argparse._SubParsersAction) -> None:
         ),
     )
     _common(m)
-    add_task_arguments(m, default="gsm8k-train", old_split="train")
+    add_task_arguments(m, default="gsm8k-train")
     m.add_argument("--role", choices=("retriever", "evolver"), default="retriever")
     m.add_argument("--teacher", default="local", help="model spec of the text turns (local)")
     m.add_argument(

@@ -1,43 +1,77 @@
-"""Benchmarks by name, and any task file by its format: what ``genmem eval`` evaluates.
+"""The environment registry: every bench name, how it opens, the options it reads and how its
+training data seeds a bank; and task files, read by their format.
 
-A bench name opens a bundled or served environment (:data:`BENCHES`); a task file is read by
-the environment its format names (``qa``, ``gsm8k``, ``choice``, ``math``), which
-:func:`detect_format` reads off the first record when not given. :class:`BenchOptions` carries
-what some environments need beyond the tasks: a corpus or a retrieval server for QA search, a
-WebShop server, ALFWorld's data, the TextWorld set.
+An environment is registered once, with one :class:`EnvSpec` passed to :func:`register`: its bench
+names (:class:`Bench`), how a bench opens, the options it reads (its own :class:`EnvOptions`
+model), how many tasks a bench has, and, when its training data can seed a bank, how
+(:class:`Seeding`). The rest derives from the registry: :data:`BENCHES` and ``genmem benches``,
+:class:`BenchOptions`, the ``--bench`` choices and the option flags of every command that takes
+tasks, and the ``--source`` choices of ``genmem bank seed``. The built-in environments are
+registered at the end of this module.
+
+A task file is read by the environment its format names (``qa``, ``gsm8k``, ``choice``,
+``math``), which :func:`detect_format` reads off the first record when not given.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.fields import FieldInfo
 
 from genmem.envs.base import Environment
+from genmem.envs.bundled import GSM8K_TRAIN, read_gsm8k
+from genmem.envs.game_experience import textworld_experience, textworld_seed_rows
+from genmem.envs.gsm8k import GSM8K_TEST
+from genmem.envs.qa import HOTPOTQA_DEV_200, NQ_TEST_200, TWOWIKI_DEV_200
+from genmem.envs.qa_experience import qa_seed_experience, qa_seed_rows
 from genmem.envs.search import DEFAULT_SEARCH_K, HOTPOTQA_DISTRACTOR, Searcher
 
 __all__ = [
     "BENCHES",
+    "ENVIRONMENTS",
     "FORMATS",
-    "LEGACY_SPLITS",
     "Bench",
     "BenchOptions",
     "DataFormat",
+    "EnvOptions",
+    "EnvSpec",
+    "Seeding",
     "bench_tasks",
     "detect_format",
-    "new_bench_name",
     "open_bench",
     "open_data",
+    "option_fields",
+    "register",
+    "seed_sources",
+    "seeding",
+    "unregister",
 ]
 
 DataFormat = Literal["qa", "gsm8k", "choice", "math"]
 FORMATS: tuple[DataFormat, ...] = ("qa", "gsm8k", "choice", "math")
 
+OptionsT = TypeVar("OptionsT", bound="EnvOptions")
 
-@dataclass(frozen=True)
+
+class EnvOptions(BaseModel):
+    """The settings one environment reads beyond its tasks (this base: none).
+
+    Each field becomes an option of :class:`BenchOptions` and a flag of every command that takes
+    tasks (``search_k``: ``--search-k``), its description the help and its default the flag's,
+    so every field needs a default. Two environments may share an option by declaring the same
+    field with the same default.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Bench:
     """One named benchmark: what it runs, what it scores, and what it needs beyond the install."""
 
@@ -49,93 +83,271 @@ class Bench:
     """The bundled task file, when the bench is one (``genmem run`` reads it as queries)."""
 
 
-def _registry() -> dict[str, Bench]:
-    from genmem.envs.bundled import GSM8K_TRAIN
-    from genmem.envs.gsm8k import GSM8K_TEST
-    from genmem.envs.qa import HOTPOTQA_DEV_200, NQ_TEST_200, TWOWIKI_DEV_200
+@dataclass(frozen=True, kw_only=True)
+class Seeding:
+    """How an environment's training data becomes seed experiences (``bank seed --source``)."""
 
-    qa_search = "for search, a corpus (--corpus) or a server (--search-url); closed-book without"
-    benches = [
-        Bench("gsm8k-train", "GSM8K training problems, a calculator for the solver",
-              ("accuracy",), file=GSM8K_TRAIN),
-        Bench("gsm8k-test", "GSM8K test problems, a calculator for the solver",
-              ("accuracy",), file=GSM8K_TEST),
-        Bench("hotpotqa-distractor", "the HotpotQA dev questions of the bundled distractor "
-              "file, BM25 search over their paragraphs", ("f1", "em")),
-        Bench("hotpotqa", "HotpotQA dev questions", ("f1", "em"), qa_search, HOTPOTQA_DEV_200),
-        Bench("2wiki", "2WikiMultihopQA dev questions", ("f1", "em"), qa_search, TWOWIKI_DEV_200),
-        Bench("nq", "NQ-open test questions", ("f1", "em"), qa_search, NQ_TEST_200),
-        Bench("textworld-train", "seeded TextWorld household games (pick and place), seeds far "
-              "from the test set's", ("success",), "the textworld extra"),
-        Bench("textworld-test", "seeded TextWorld household games (pick and place)",
-              ("success",), "the textworld extra"),
-        Bench("alfworld", "ALFWorld household games", ("success", "success per task type"),
-              "the alfworld package and its data (--alfworld-data or $ALFWORLD_DATA)"),
-        Bench("webshop", "WebShop shopping goals", ("score", "success"),
-              "a running WebShop server (--webshop-url or $WEBSHOP_URL)"),
-    ]  # fmt: skip
-    return {b.name: b for b in benches}
+    about: str
+    """What the rows are, for ``--source``'s help."""
+    rows: Callable[[int], list[dict[str, Any]]]
+    """The first ``n`` rows as ``{"question", "answer"}`` (and ``"id"`` where they have one)."""
+    heldout: str
+    """The bench a bank of these rows is scored on by default: none of its tasks is a row."""
+    write: Callable[[str, Any], str] | None = None
+    """The environment's own writer, ``(question, answer) -> experience``: its banks are then
+    abstract experiences only (``--distill abstract``). None: each answer is a worked solution
+    ending ``#### N``, and every ``--distill`` mode applies."""
+    size: Callable[[], int] | None = None
+    """How many rows there are (None: as many as asked, as for generated games)."""
+    unit: str = "rows"
+    """What a row is, in messages: ``problems``, ``questions``, ``games``."""
 
 
-BENCHES: dict[str, Bench] = _registry()
+@dataclass(frozen=True, kw_only=True)
+class EnvSpec:
+    """What the registry knows of one environment: the one place a new environment is added."""
+
+    name: str
+    """The environment's name; also its ``--source`` name when it can seed a bank."""
+    benches: tuple[Bench, ...]
+    open: Callable[[str, Any], Environment]
+    """``(bench name, its options) -> Environment``, the options an instance of :attr:`options`."""
+    options: type[EnvOptions] = EnvOptions
+    count: Callable[[str, Any], int | None] | None = None
+    """How many tasks a bench has, given its options (None: the lines of its file, when it has
+    one; else unknown, as when a server or external data decides)."""
+    seed: Seeding | None = None
+
+
+ENVIRONMENTS: dict[str, EnvSpec] = {}
+"""Every registered environment by name, in the order of registration."""
+
+BENCHES: dict[str, Bench] = {}
 """Every bench name, in the order ``genmem benches`` lists them."""
 
-LEGACY_SPLITS = {"gsm8k": ("train", "test"), "textworld": ("train", "test")}
-"""Datasets that were named ``--dataset NAME --split S``: now ``--bench NAME-S``."""
+_OWNER: dict[str, EnvSpec] = {}
+"""The environment of each bench name."""
+
+
+def register(spec: EnvSpec) -> EnvSpec:
+    """Add an environment and its benches to the registry; returns ``spec``.
+
+    Raises:
+        ValueError: a name already taken (environment or bench), an option without a default or
+            declared differently by another environment, or a seed source held out on a bench
+            that is not registered.
+    """
+    if spec.name in ENVIRONMENTS:
+        raise ValueError(f"environment {spec.name!r} is already registered; unregister it first")
+    if not spec.benches:
+        raise ValueError(f"environment {spec.name!r} names no bench")
+    names = [b.name for b in spec.benches]
+    for bench in names:
+        if bench in _OWNER:
+            raise ValueError(f"bench {bench!r} is already a bench of {_OWNER[bench].name!r}")
+        if names.count(bench) > 1:
+            raise ValueError(f"environment {spec.name!r} names bench {bench!r} twice")
+    for name, field in spec.options.model_fields.items():
+        if field.is_required():
+            raise ValueError(
+                f"option {name!r} of {spec.name!r} has no default; a bench must open without it"
+            )
+        for other in ENVIRONMENTS.values():
+            known = other.options.model_fields.get(name)
+            if known is not None and (known.annotation, known.default) != (
+                field.annotation,
+                field.default,
+            ):
+                raise ValueError(
+                    f"option {name!r} of {spec.name!r} differs from {other.name!r}'s (type or "
+                    "default); rename it or declare it the same way"
+                )
+    if spec.seed is not None:
+        if spec.seed.heldout not in {*names, *BENCHES}:
+            raise ValueError(
+                f"{spec.name!r} holds its seed rows out of bench {spec.seed.heldout!r}, which is "
+                "not registered"
+            )
+    ENVIRONMENTS[spec.name] = spec
+    for bench in spec.benches:
+        BENCHES[bench.name] = bench
+        _OWNER[bench.name] = spec
+    return spec
+
+
+def unregister(name: str) -> None:
+    """Remove an environment and its benches from the registry (KeyError: not registered)."""
+    spec = ENVIRONMENTS.pop(name)
+    for bench in spec.benches:
+        del BENCHES[bench.name]
+        del _OWNER[bench.name]
+
+
+def _spec(bench: str) -> EnvSpec:
+    """The environment of a bench name (ValueError naming every bench when unknown)."""
+    if bench not in _OWNER:
+        raise ValueError(f"unknown bench {bench!r}; choose from {', '.join(BENCHES)}")
+    return _OWNER[bench]
+
+
+def option_fields() -> dict[str, FieldInfo]:
+    """Every option of the registered environments, by name, in the order of registration."""
+    fields: dict[str, FieldInfo] = {}
+    for spec in ENVIRONMENTS.values():
+        for name, field in spec.options.model_fields.items():
+            fields.setdefault(name, field)
+    return fields
+
+
+class BenchOptions:
+    """What environments need beyond their tasks: every registered environment's options.
+
+    Keyword arguments are option names (:func:`option_fields`); each environment's own model
+    checks the ones it declares and fills in its defaults, so a bad value raises here (a
+    pydantic ``ValidationError``, which is a ``ValueError``), as does a name no environment
+    declares. An option reads as an attribute (``options.games``); :meth:`of` gives one
+    environment's options as its own model.
+    """
+
+    __slots__ = ("_given", "_parts")
+
+    def __init__(self, **given: Any) -> None:
+        known = option_fields()
+        unknown = [name for name in given if name not in known]
+        if unknown:
+            raise ValueError(
+                f"unknown bench option {unknown[0]!r}; the registered environments take "
+                f"{', '.join(known)}"
+            )
+        self._given = given
+        self._parts: dict[type[EnvOptions], EnvOptions] = {}
+        for spec in ENVIRONMENTS.values():
+            self.of(spec.options)
+
+    def of(self, model: type[OptionsT]) -> OptionsT:
+        """These options as ``model``, one environment's own options."""
+        part = self._parts.get(model)
+        if part is None:
+            fields = model.model_fields
+            part = model.model_validate({k: v for k, v in self._given.items() if k in fields})
+            self._parts[model] = part
+        return part  # type: ignore[return-value]
+
+    def __getattr__(self, name: str) -> Any:
+        if not name.startswith("_"):
+            for spec in ENVIRONMENTS.values():
+                if name in spec.options.model_fields:
+                    return getattr(self.of(spec.options), name)
+        raise AttributeError(f"no bench option {name!r}")
+
+    def __repr__(self) -> str:
+        values = ", ".join(f"{k}={getattr(self, k)!r}" for k in option_fields())
+        return f"BenchOptions({values})"
+
+
+def open_bench(name: str, options: BenchOptions | None = None) -> Environment:
+    """The environment of a bench name (see :data:`BENCHES`).
+
+    Raises:
+        ValueError: an unknown name (the message lists the known ones).
+        ALFWorldUnavailable, WebShopUnavailable, ModuleNotFoundError: what a bench needs is
+            missing (the message says how to get it).
+    """
+    spec = _spec(name)
+    return spec.open(name, (options or BenchOptions()).of(spec.options))
 
 
 def bench_tasks(name: str, options: BenchOptions | None = None) -> int | None:
     """How many tasks a bench has (None where the server or external data decides)."""
-    options = options or BenchOptions()
-    bench = BENCHES[name]
-    if name == "hotpotqa-distractor":
-        from genmem.envs.qa import HOTPOTQA_DEV_200
+    spec = _spec(name)
+    if spec.count is not None:
+        return spec.count(name, (options or BenchOptions()).of(spec.options))
+    return _lines(BENCHES[name].file)
 
-        return len(_distractor_ids(HOTPOTQA_DEV_200))
-    if name.startswith("textworld"):
-        return options.games
-    if bench.file is None:
+
+def _lines(path: Path | None) -> int | None:
+    """The non-blank lines of a task file (None: no file)."""
+    if path is None:
         return None
-    with bench.file.open("rb") as fh:
+    with path.open("rb") as fh:
         return sum(1 for line in fh if line.strip())
 
 
-def new_bench_name(dataset: str, split: str) -> str:
-    """The bench an old ``--dataset NAME --split S`` meant (``gsm8k``, ``train``: gsm8k-train)."""
-    if dataset in LEGACY_SPLITS and split in LEGACY_SPLITS[dataset]:
-        return f"{dataset}-{split}"
-    return dataset
+def seed_sources() -> dict[str, Seeding]:
+    """The environments whose training data can seed a bank, by ``--source`` name."""
+    return {name: spec.seed for name, spec in ENVIRONMENTS.items() if spec.seed is not None}
 
 
-TEXTWORLD_TRAIN_SEED = 10_000
-"""TextWorld's train split: games seeded from here, far from the test set's seeds."""
+def seeding(source: str) -> Seeding:
+    """How the seed source ``source`` is read and written (ValueError naming the sources)."""
+    sources = seed_sources()
+    if source not in sources:
+        raise ValueError(f"unknown seed source {source!r}; choose from {', '.join(sources)}")
+    return sources[source]
 
 
-class BenchOptions(BaseModel):
-    """What environments need beyond their tasks."""
+# --- The built-in environments, one registration each -------------------------------------
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+
+def _open_gsm8k(bench: str, options: EnvOptions) -> Environment:
+    from genmem.envs.gsm8k import GSM8KEnvironment
+
+    return GSM8KEnvironment(BENCHES[bench].file, name=bench)  # type: ignore[arg-type]
+
+
+register(
+    EnvSpec(
+        name="gsm8k",
+        benches=(
+            Bench(
+                name="gsm8k-train",
+                about="GSM8K training problems, a calculator for the solver",
+                metrics=("accuracy",),
+                file=GSM8K_TRAIN,
+            ),
+            Bench(
+                name="gsm8k-test",
+                about="GSM8K test problems, a calculator for the solver",
+                metrics=("accuracy",),
+                file=GSM8K_TEST,
+            ),
+        ),
+        open=_open_gsm8k,
+        seed=Seeding(
+            about="GSM8K training problems with their worked solutions",
+            rows=lambda n: read_gsm8k(GSM8K_TRAIN, limit=n),
+            heldout="gsm8k-test",
+            unit="problems",
+        ),
+    )
+)
+
+
+class QASearchOptions(EnvOptions):
+    """Where the QA search tool looks (neither: closed-book, except ``hotpotqa-distractor``)."""
 
     corpus: Path | None = Field(
-        default=None, description='Corpus JSONL {"id", "title", "text"} for BM25 search (QA).'
+        default=None, description='QA search: corpus JSONL of {"id", "title", "text"} (BM25)'
     )
     search_url: str | None = Field(
-        default=None, description="A Search-R1-style retrieval server (QA), instead of --corpus."
+        default=None, description="QA search: a Search-R1 retrieval server instead"
     )
-    search_k: int = Field(default=DEFAULT_SEARCH_K, ge=1, le=20, description="Passages a search.")
-    webshop_url: str | None = Field(default=None, description="WebShop server; $WEBSHOP_URL.")
-    alfworld_data: Path | None = Field(default=None, description="ALFWorld data; $ALFWORLD_DATA.")
-    games: int = Field(default=10, ge=1, description="TextWorld games in the seeded set.")
-    seed: int = Field(default=0, ge=0, description="Seed of the TextWorld set / option shuffles.")
+    search_k: int = Field(
+        default=DEFAULT_SEARCH_K,
+        ge=1,
+        le=20,
+        description=f"passages per search ({DEFAULT_SEARCH_K})",
+    )
 
-    def model_post_init(self, __context: object) -> None:
-        """A QA search has one source."""
+    @model_validator(mode="after")
+    def _one_source(self) -> QASearchOptions:
         if self.corpus is not None and self.search_url is not None:
             raise ValueError("give --corpus or --search-url, not both")
+        return self
 
 
 def _searcher(
-    options: BenchOptions, default_corpus: list[dict[str, str]] | None = None
+    options: QASearchOptions, default_corpus: list[dict[str, str]] | None = None
 ) -> Searcher | None:
     """The QA searcher the options name (None: closed-book)."""
     from genmem.envs.search import BM25Index, SearchR1Client
@@ -153,53 +365,10 @@ def _searcher(
     return None
 
 
-def _key(options: BenchOptions) -> str:
+def _key(options: QASearchOptions) -> str:
     import hashlib
 
     return hashlib.sha256(str(Path(options.corpus or "").resolve()).encode()).hexdigest()[:16]
-
-
-def open_bench(name: str, options: BenchOptions | None = None) -> Environment:
-    """The environment of a bench name (see :data:`BENCHES`).
-
-    Raises:
-        ValueError: an unknown name.
-        ALFWorldUnavailable, WebShopUnavailable, ModuleNotFoundError: what a bench needs is
-            missing (the message says how to get it).
-    """
-    options = options or BenchOptions()
-    if name in ("gsm8k-train", "gsm8k-test"):
-        from genmem.envs.gsm8k import GSM8KEnvironment
-
-        return GSM8KEnvironment(BENCHES[name].file, name=name)
-    if name in ("hotpotqa-distractor", "hotpotqa", "2wiki", "nq"):
-        from genmem.envs.qa import HOTPOTQA_DEV_200, NQ_TEST_200, TWOWIKI_DEV_200, QAEnvironment
-        from genmem.envs.search import distractor_corpus
-
-        if name == "hotpotqa-distractor":
-            return QAEnvironment(
-                HOTPOTQA_DEV_200,
-                searcher=_searcher(options, distractor_corpus()),
-                k=options.search_k,
-                name=name,
-                ids=_distractor_ids(HOTPOTQA_DEV_200),
-            )
-        path = {"hotpotqa": HOTPOTQA_DEV_200, "2wiki": TWOWIKI_DEV_200, "nq": NQ_TEST_200}[name]
-        return QAEnvironment(path, searcher=_searcher(options), k=options.search_k, name=name)
-    if name in ("textworld-train", "textworld-test"):
-        from genmem.envs.textworld_env import TextWorldConfig, TextWorldEnvironment
-
-        seed = options.seed + (TEXTWORLD_TRAIN_SEED if name == "textworld-train" else 0)
-        return TextWorldEnvironment(TextWorldConfig(n_games=options.games, seed=seed))
-    if name == "alfworld":
-        from genmem.envs.alfworld_env import ALFWorldConfig, ALFWorldEnvironment
-
-        return ALFWorldEnvironment(ALFWorldConfig(data_dir=options.alfworld_data))
-    if name == "webshop":
-        from genmem.envs.webshop import WebShopEnvironment
-
-        return WebShopEnvironment(options.webshop_url)
-    raise ValueError(f"unknown bench {name!r}; choose from {', '.join(BENCHES)}")
 
 
 def _distractor_ids(path: Path) -> list[str]:
@@ -208,6 +377,194 @@ def _distractor_ids(path: Path) -> list[str]:
 
     texts = {r["question"] for r in json.loads(HOTPOTQA_DISTRACTOR.read_text(encoding="utf-8"))}
     return [r.id for r in read_qa_jsonl(path) if r.question in texts]
+
+
+def _open_qa(bench: str, options: QASearchOptions) -> Environment:
+    from genmem.envs.qa import QAEnvironment
+    from genmem.envs.search import distractor_corpus
+
+    if bench == "hotpotqa-distractor":
+        return QAEnvironment(
+            HOTPOTQA_DEV_200,
+            searcher=_searcher(options, distractor_corpus()),
+            k=options.search_k,
+            name=bench,
+            ids=_distractor_ids(HOTPOTQA_DEV_200),
+        )
+    path: Path = BENCHES[bench].file  # type: ignore[assignment]
+    return QAEnvironment(path, searcher=_searcher(options), k=options.search_k, name=bench)
+
+
+def _count_qa(bench: str, options: QASearchOptions) -> int | None:
+    if bench == "hotpotqa-distractor":
+        return len(_distractor_ids(HOTPOTQA_DEV_200))
+    return _lines(BENCHES[bench].file)
+
+
+_QA_SEARCH = "for search, a corpus (--corpus) or a server (--search-url); closed-book without"
+
+register(
+    EnvSpec(
+        name="qa",
+        benches=(
+            Bench(
+                name="hotpotqa-distractor",
+                about="the HotpotQA dev questions of the bundled "
+                "distractor file, BM25 search over their paragraphs",
+                metrics=("f1", "em"),
+            ),
+            Bench(
+                name="hotpotqa",
+                about="HotpotQA dev questions",
+                metrics=("f1", "em"),
+                needs=_QA_SEARCH,
+                file=HOTPOTQA_DEV_200,
+            ),
+            Bench(
+                name="2wiki",
+                about="2WikiMultihopQA dev questions",
+                metrics=("f1", "em"),
+                needs=_QA_SEARCH,
+                file=TWOWIKI_DEV_200,
+            ),
+            Bench(
+                name="nq",
+                about="NQ-open test questions",
+                metrics=("f1", "em"),
+                needs=_QA_SEARCH,
+                file=NQ_TEST_200,
+            ),
+        ),
+        open=_open_qa,
+        options=QASearchOptions,
+        count=_count_qa,
+        seed=Seeding(
+            about="the 300 bundled HotpotQA and 2WikiMultihopQA dev questions outside "
+            "hotpotqa-distractor",
+            rows=lambda n: qa_seed_rows()[:n],
+            heldout="hotpotqa-distractor",
+            write=qa_seed_experience,
+            size=lambda: len(qa_seed_rows()),
+            unit="questions",
+        ),
+    )
+)
+
+
+TEXTWORLD_TRAIN_SEED = 10_000
+"""TextWorld's train split: games seeded from here, far from the test set's seeds."""
+
+
+class TextWorldOptions(EnvOptions):
+    """The seeded set of TextWorld games."""
+
+    games: int = Field(default=10, ge=1, description="TextWorld games (10)")
+    # The multiple-choice task files shuffle their options with this seed too.
+    seed: int = Field(default=0, ge=0, description="TextWorld set / option shuffle seed (0)")
+
+
+def _open_textworld(bench: str, options: TextWorldOptions) -> Environment:
+    from genmem.envs.textworld_env import TextWorldConfig, TextWorldEnvironment
+
+    seed = options.seed + (TEXTWORLD_TRAIN_SEED if bench == "textworld-train" else 0)
+    return TextWorldEnvironment(TextWorldConfig(n_games=options.games, seed=seed))
+
+
+register(
+    EnvSpec(
+        name="textworld",
+        benches=(
+            Bench(
+                name="textworld-train",
+                about="seeded TextWorld household games (pick and "
+                "place), seeds far from the test set's",
+                metrics=("success",),
+                needs="the textworld extra",
+            ),
+            Bench(
+                name="textworld-test",
+                about="seeded TextWorld household games (pick and place)",
+                metrics=("success",),
+                needs="the textworld extra",
+            ),
+        ),
+        open=_open_textworld,
+        options=TextWorldOptions,
+        count=lambda bench, options: options.games,
+        seed=Seeding(
+            about="textworld-train games, each as the plan and commands that won it",
+            rows=lambda n: textworld_seed_rows(n, seed=TEXTWORLD_TRAIN_SEED),
+            heldout="textworld-test",
+            write=textworld_experience,
+            unit="games",
+        ),
+    )
+)
+
+
+class ALFWorldOptions(EnvOptions):
+    """Where ALFWorld's data is."""
+
+    alfworld_data: Path | None = Field(
+        default=None, description="ALFWorld data folder (default $ALFWORLD_DATA)"
+    )
+
+
+def _open_alfworld(bench: str, options: ALFWorldOptions) -> Environment:
+    from genmem.envs.alfworld_env import ALFWorldConfig, ALFWorldEnvironment
+
+    return ALFWorldEnvironment(ALFWorldConfig(data_dir=options.alfworld_data))
+
+
+register(
+    EnvSpec(
+        name="alfworld",
+        benches=(
+            Bench(
+                name="alfworld",
+                about="ALFWorld household games",
+                metrics=("success", "success per task type"),
+                needs="the alfworld package and its data (--alfworld-data or $ALFWORLD_DATA)",
+            ),
+        ),
+        open=_open_alfworld,
+        options=ALFWorldOptions,
+    )
+)
+
+
+class WebShopOptions(EnvOptions):
+    """Which WebShop server."""
+
+    webshop_url: str | None = Field(
+        default=None, description="WebShop server (default $WEBSHOP_URL)"
+    )
+
+
+def _open_webshop(bench: str, options: WebShopOptions) -> Environment:
+    from genmem.envs.webshop import WebShopEnvironment
+
+    return WebShopEnvironment(options.webshop_url)
+
+
+register(
+    EnvSpec(
+        name="webshop",
+        benches=(
+            Bench(
+                name="webshop",
+                about="WebShop shopping goals",
+                metrics=("score", "success"),
+                needs="a running WebShop server (--webshop-url or $WEBSHOP_URL)",
+            ),
+        ),
+        open=_open_webshop,
+        options=WebShopOptions,
+    )
+)
+
+
+# --- Task files, by format ------------------------------------------------------------------
 
 
 def detect_format(path: str | Path) -> DataFormat:
@@ -245,6 +602,9 @@ def open_data(
 ) -> Environment:
     """The environment for a task file (``fmt`` None: :func:`detect_format`).
 
+    A QA file searches as the QA benches do (:class:`QASearchOptions`); a multiple-choice file
+    shuffles its options with the ``seed`` option.
+
     Raises:
         FileNotFoundError: no such file.
         ValueError: an unknown format, or a record that does not fit it (``path:line``).
@@ -257,7 +617,8 @@ def open_data(
     if fmt == "qa":
         from genmem.envs.qa import QAEnvironment
 
-        return QAEnvironment(path, searcher=_searcher(options), k=options.search_k)
+        search = options.of(QASearchOptions)
+        return QAEnvironment(path, searcher=_searcher(search), k=search.search_k)
     if fmt == "gsm8k":
         from genmem.envs.gsm8k import GSM8KEnvironment
 
@@ -265,7 +626,7 @@ def open_data(
     if fmt == "choice":
         from genmem.envs.choice import MultipleChoiceEnvironment
 
-        return MultipleChoiceEnvironment(path, seed=options.seed)
+        return MultipleChoiceEnvironment(path, seed=options.of(TextWorldOptions).seed)
     if fmt == "math":
         from genmem.envs.choice import MathEnvironment
 

@@ -9,9 +9,11 @@ only a few entries are distilled by the model; entries get their SIDs from those
 codebooks. The result is cached per setting under ``$GENMEM_CACHE/seed/``; model distillation
 appends to a JSONL file as it goes, so an interrupted build continues where it stopped.
 
+``source`` names any environment that can seed a bank (:func:`genmem.envs.benches.seed_sources`):
+its rows and, where it has one, its own experience writer come from its registration.
 ``source="qa"`` builds a QA bank from the 300 bundled multi-hop questions that no QA bench
 shares with ``hotpotqa-distractor`` (HotpotQA dev 100-199 and 2WikiMultihopQA dev 0-199), each an
-abstract experience (:mod:`genmem.experiments.qa_experience`). The ``hotpotqa`` and ``2wiki``
+abstract experience (:mod:`genmem.envs.qa_experience`). The ``hotpotqa`` and ``2wiki``
 benches read those same files: a loop evaluated on them with this bank would retrieve its own
 questions' entries.
 """
@@ -29,7 +31,7 @@ from typing import Any, Literal
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from genmem.envs.bundled import GSM8K_TRAIN, append_jsonl, jsonl_rows, read_gsm8k
+from genmem.envs.bundled import append_jsonl, jsonl_rows
 from genmem.memory.build import source_query
 
 __all__ = [
@@ -43,7 +45,6 @@ __all__ = [
     "fit_experience_codebooks",
     "model_experience",
     "procedure_experience",
-    "qa_seed_rows",
     "reference_experience",
     "seed_pairs",
     "seed_texts",
@@ -55,9 +56,6 @@ its problem, the same procedure without the problem text (so a retrieval test is
 matching the query's words against its own copy in the payload), or that procedure with its
 names and numbers replaced by placeholders (so it shares with its problem only the kind of
 things counted and the operations)."""
-
-SeedSource = Literal["gsm8k", "qa", "textworld"]
-"""Where a seed bank's experiences come from."""
 
 _CALC = re.compile(r"<<[^>]*>>")
 _NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
@@ -80,10 +78,11 @@ class SeedBankConfig(BaseModel):
         default=True,
         description="Refuse junk experiences (the write gate, grounded in the problem).",
     )
-    source: SeedSource = Field(
+    source: str = Field(
         default="gsm8k",
-        description="GSM8K training problems, the bundled QA questions, or TextWorld training "
-        "games (generated from the textworld-train seeds).",
+        description="The environment whose training data the experiences come from (one of "
+        "genmem.envs.benches.seed_sources(): GSM8K training problems, the bundled QA questions, "
+        "TextWorld training games, ...).",
     )
     prefix: bool = Field(
         default=True,
@@ -92,25 +91,22 @@ class SeedBankConfig(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _qa_is_abstract(self) -> SeedBankConfig:
-        if self.source == "textworld" and self.distill != "abstract":
+    def _fits_its_source(self) -> SeedBankConfig:
+        from genmem.envs.benches import seeding
+
+        source = seeding(self.source)  # an unknown one: the message lists them
+        if source.write is not None and self.distill != "abstract":
             raise ValueError(
-                f"--distill {self.distill}: a TextWorld seed bank is written from each training "
-                "game's walkthrough as an abstract experience; use --distill abstract"
+                f"--distill {self.distill}: a {self.source} seed bank is written as abstract "
+                f"experiences only, by its environment's own writer ({source.about}); use "
+                "--distill abstract"
             )
-        if self.source == "qa":
-            if self.distill != "abstract":
-                raise ValueError(
-                    f"--distill {self.distill}: a QA seed bank is written as abstract "
-                    "experiences only (the bundled QA files have no worked solutions); "
-                    "use --distill abstract"
-                )
-            n = len(qa_seed_rows())
-            if self.size > n or self.fit_size > n:
-                raise ValueError(
-                    f"--size {self.size} / --fit-size {self.fit_size}: the QA source has {n} "
-                    "questions"
-                )
+        n = source.size() if source.size is not None else None
+        if n is not None and (self.size > n or self.fit_size > n):
+            raise ValueError(
+                f"--size {self.size} / --fit-size {self.fit_size}: the {self.source} source "
+                f"has {n} {source.unit}"
+            )
         return self
 
     def key(self) -> str:
@@ -366,27 +362,21 @@ reference digests)."""
 
 
 def _writer(cfg: SeedBankConfig, fallback: Any = None) -> Any:
-    """The writer of ``cfg``'s experiences: ``(question, answer) -> text``."""
-    if cfg.source == "qa":
-        from genmem.experiments.qa_experience import qa_abstract_experience
+    """The writer of ``cfg``'s experiences: ``(question, answer) -> text`` (the source's own,
+    else the one of the distill mode)."""
+    from genmem.envs.benches import seeding
 
-        return lambda question, answer: qa_abstract_experience(question, [answer])
-    if cfg.source == "textworld":
-        from genmem.experiments.game_experience import textworld_experience
-
-        return textworld_experience
+    own = seeding(cfg.source).write
+    if own is not None:
+        return own
     return _WRITERS.get(cfg.distill, fallback) if fallback else _WRITERS[cfg.distill]
 
 
 def _rows(cfg: SeedBankConfig) -> list[dict[str, Any]]:
     """The source rows a bank of ``cfg`` reads: enough for its entries and its codebook fit."""
-    n = max(cfg.fit_size, cfg.size)
-    if cfg.source == "textworld":
-        from genmem.envs.benches import TEXTWORLD_TRAIN_SEED
-        from genmem.experiments.game_experience import textworld_seed_rows
+    from genmem.envs.benches import seeding
 
-        return textworld_seed_rows(n, seed=TEXTWORLD_TRAIN_SEED)
-    return read_gsm8k(GSM8K_TRAIN, limit=n) if cfg.source == "gsm8k" else qa_seed_rows()[:n]
+    return seeding(cfg.source).rows(max(cfg.fit_size, cfg.size))
 
 
 def seed_texts(cfg: SeedBankConfig) -> list[str]:
@@ -396,17 +386,6 @@ def seed_texts(cfg: SeedBankConfig) -> list[str]:
         raise ValueError("seed_texts: a model-written bank's texts are in its experiences.jsonl")
     write = _writer(cfg)
     return [write(r["question"], r["answer"]) for r in _rows(cfg)]
-
-
-def qa_seed_rows() -> list[dict[str, Any]]:
-    """The QA source: HotpotQA dev 100-199 and 2Wiki dev 0-199 as ``{id, question, answer}``.
-
-    HotpotQA dev 0-99 are the ``hotpotqa-distractor`` bench and stay out of every bank.
-    """
-    from genmem.envs.qa import HOTPOTQA_DEV_200, TWOWIKI_DEV_200, read_qa_jsonl
-
-    records = read_qa_jsonl(HOTPOTQA_DEV_200)[100:] + read_qa_jsonl(TWOWIKI_DEV_200)
-    return [{"id": r.id, "question": r.question, "answer": r.answers[0]} for r in records]
 
 
 def fit_experience_codebooks(
@@ -443,24 +422,18 @@ def seed_pairs(bank: Any, limit: int | None = None) -> list[dict[str, str]]:
     """Retrieval pairs of a seed bank: each source question and its entry's SID.
 
     An entry built from several problems gives one pair per problem; the pairs come in SID
-    order. These are the ``{"query", "reference_sid"}`` lines ``genmem eval --pairs`` reads.
+    order. These are the ``{"query", "reference_sid"}`` lines ``genmem eval --pairs`` reads. A
+    problem's question is the one its provenance records (a game's opening for TextWorld).
     """
-    sources = {"gsm8k-train": None, "qa-train": None}
+    from genmem.envs.benches import seed_sources
+
+    kinds = {f"{source}-train" for source in seed_sources()}
     pairs = []
     for entry in bank.entries():
         for src in (entry.metadata or {}).get("sources", []):
-            kind = src.get("source")
-            if kind == "textworld-train" and source_query(src):  # the game's opening
-                pairs.append({"query": source_query(src), "reference_sid": str(entry.sid)})
-                continue
-            if kind not in sources:
-                continue
-            if sources[kind] is None:
-                sources[kind] = read_gsm8k(GSM8K_TRAIN) if kind == "gsm8k-train" else qa_seed_rows()
-            rows = sources[kind]
-            if 0 <= int(src["index"]) < len(rows):
-                question = rows[int(src["index"])]["question"]
-                pairs.append({"query": question, "reference_sid": str(entry.sid)})
+            query = source_query(src)
+            if src.get("source") in kinds and query:
+                pairs.append({"query": query, "reference_sid": str(entry.sid)})
         if limit is not None and len(pairs) >= limit:
             return pairs[:limit]
     return pairs

@@ -87,3 +87,43 @@ def test_every_bench_name_is_known_and_others_are_refused(monkeypatch) -> None:
 
     with pytest.raises(WebShopUnavailable, match="WEBSHOP_URL"):
         open_bench("webshop")
+
+
+def test_the_registry_refuses_what_would_make_a_bench_ambiguous_or_unopenable() -> None:
+    from pydantic import Field
+
+    from genmem.envs.benches import (
+        ENVIRONMENTS,
+        Bench,
+        EnvOptions,
+        EnvSpec,
+        Seeding,
+        register,
+        seeding,
+    )
+
+    def spec(bench: str = "toy-a", **kw) -> EnvSpec:
+        fields = {"name": "toy", "benches": (Bench(name=bench, about="-", metrics=("x",)),)}
+        return EnvSpec(**fields, open=lambda bench, options: None, **kw)  # type: ignore[arg-type]
+
+    class Required(EnvOptions):
+        size: int
+
+    class OtherSeed(EnvOptions):
+        seed: int = Field(default=1)
+
+    before = dict(ENVIRONMENTS)
+    with pytest.raises(ValueError, match="'gsm8k-test' is already a bench of 'gsm8k'"):
+        register(spec("gsm8k-test"))
+    with pytest.raises(ValueError, match="option 'size' of 'toy' has no default"):
+        register(spec(options=Required))
+    with pytest.raises(ValueError, match="option 'seed' of 'toy' differs from 'textworld'"):
+        register(spec(options=OtherSeed))
+    with pytest.raises(ValueError, match="bench 'toy-b', which is not registered"):
+        register(spec(seed=Seeding(about="-", rows=lambda n: [], heldout="toy-b")))
+    assert ENVIRONMENTS == before  # a refusal registers nothing
+    with pytest.raises(ValueError, match=r"unknown bench option 'gamez'; .* games, seed"):
+        BenchOptions(gamez=3)
+    with pytest.raises(ValueError, match="unknown seed source 'mmlu'; choose from gsm8k, qa"):
+        seeding("mmlu")
+    assert BenchOptions(games=3).games == 3 and BenchOptions().search_k == 3

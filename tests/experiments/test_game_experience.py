@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from genmem.experiments.game_experience import game_steps, textworld_experience
+from genmem.envs.game_experience import game_steps, textworld_experience
 from genmem.experiments.seed_bank import SeedBankConfig
 
 OPENING = (

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from genmem.experiments.qa_experience import qa_abstract_experience, qa_form
-from genmem.experiments.seed_bank import SeedBankConfig, build_seed_bank, qa_seed_rows, seed_pairs
+from genmem.envs.qa_experience import qa_abstract_experience, qa_form, qa_seed_rows
+from genmem.experiments.seed_bank import SeedBankConfig, build_seed_bank, seed_pairs
 from genmem.memory.location import open_bank
 
 

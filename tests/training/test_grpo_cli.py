@@ -32,7 +32,7 @@ PROBE = "model.layers.0.self_attn.q_proj.weight"
     ("extra", "message"),
     [
         (["--config", "nope"], "use cpu, cpu-lora, cpu-ddp, cpu-zero3, gpu, gpu-lora"),
-        (["--dataset", "gsm8k", "--split", "train"], "is now spelled --bench gsm8k-train"),
+        (["--dataset", "gsm8k", "--split", "train"], "unrecognized arguments: --dataset gsm8k"),
         (["--bench", "gsm8k-dev"], "invalid choice"),
         (["--data", "/no/tasks.jsonl"], "does not exist"),
         (["--format", "qa"], "--format describes --data"),

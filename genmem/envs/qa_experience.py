@@ -7,16 +7,19 @@ named entity as a placeholder (``A``, ``B``; years and counts as ``n1``), the ki
 (comparison, yes/no, a chain of relations), a plan of searches for that kind, and a check on the
 kind of answer. What it shares with its question are the relation words ("director", "born"),
 which is what a similar question shares with it too.
+
+The QA seed source (:func:`qa_seed_rows`) is the 300 bundled multi-hop questions that no QA bench
+shares with ``hotpotqa-distractor``: HotpotQA dev 100-199 and 2WikiMultihopQA dev 0-199.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-__all__ = ["QAForm", "qa_abstract_experience", "qa_form"]
+__all__ = ["QAForm", "qa_abstract_experience", "qa_form", "qa_seed_experience", "qa_seed_rows"]
 
 QAKind = Literal["yes_no", "comparison", "chain"]
 
@@ -185,3 +188,19 @@ def qa_abstract_experience(question: str, answers: list[str] | None = None) -> s
         "Check: the answer is the kind asked for, supported by what the searches found, and "
         "short (a name, a date, a number or yes/no)."
     )
+
+
+def qa_seed_experience(question: str, answer: str) -> str:
+    """The seed experience of one QA row (its question and its first answer)."""
+    return qa_abstract_experience(question, [answer])
+
+
+def qa_seed_rows() -> list[dict[str, Any]]:
+    """The QA source: HotpotQA dev 100-199 and 2Wiki dev 0-199 as ``{id, question, answer}``.
+
+    HotpotQA dev 0-99 are the ``hotpotqa-distractor`` bench and stay out of every bank.
+    """
+    from genmem.envs.qa import HOTPOTQA_DEV_200, TWOWIKI_DEV_200, read_qa_jsonl
+
+    records = read_qa_jsonl(HOTPOTQA_DEV_200)[100:] + read_qa_jsonl(TWOWIKI_DEV_200)
+    return [{"id": r.id, "question": r.question, "answer": r.answers[0]} for r in records]
