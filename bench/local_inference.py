@@ -1,7 +1,7 @@
 """Benchmark: the opt-in int8 local engine against the float32 reference (the default), one run.
 
 Prefill and decode tokens/s, greedy and beam-10 SID latency, their ratios, and how often the two
-engines pick the same top-1 SID, on GSM8K test questions (see ``genmem.policies.engine_bench``)::
+engines pick the same top-1 SID, on GSM8K test questions (see ``bench/engine_bench.py``)::
 
     python bench/local_inference.py                  # 200 SID contexts, 8 prompts
     python bench/local_inference.py --contexts 20 --json
@@ -12,10 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from genmem.envs.bundled import read_gsm8k
-from genmem.policies.engine_bench import run_engine_bench
 from genmem.policies.local import DTYPES
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/engine_bench.py
+
+from engine_bench import run_engine_bench
 
 
 def main(argv: list[str] | None = None) -> int:

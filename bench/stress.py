@@ -2,14 +2,14 @@
 
 For each backend, an empty bank on a few SIDs gets ``--processes`` worker processes of ``--ops``
 mixed operations each (inserts into slots seen empty, compare-and-set revisions, retentions,
-deletions, lookups, snapshots: :mod:`genmem.memory.stress`). Then every write a worker was told
+deletions, lookups, snapshots: ``tests/memory/_stress.py``). Then every write a worker was told
 went through is looked up in the bank's history, the versions of every slot are checked for gaps
 and repeats, the event log is replayed from empty against the live versions, and the bank's own
 ``check()`` runs. Last, lookups/s of ``--readers`` reader processes alone and while ``--writers``
 writer processes revise the same SIDs (the ratio is the cost of the writers to the readers).
 Then ``--kills`` times a writer is killed with SIGKILL at a random moment, and the bank must open,
 pass ``check()`` and hold exactly the writes the writer reported committed
-(:mod:`genmem.memory.faults`).
+(``tests/memory/_faults.py``).
 
 SQLite is a file in a temporary directory (WAL, the store's defaults). PostgreSQL is a private
 throwaway server (Debian's binaries, ``bash .ci/postgres.sh``) started **durable**: fsync and
@@ -36,10 +36,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/_postgres.py: the server
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: server, load, kills
 
-from genmem.memory.faults import kill_trials
-from genmem.memory.stress import STRESS_SPEC, StressConfig, lookup_throughput, run_stress
+from tests.memory._faults import kill_trials
+from tests.memory._stress import STRESS_SPEC, StressConfig, lookup_throughput, run_stress
 
 _MUST_BE_ZERO = (
     "lost_updates",

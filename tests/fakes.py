@@ -5,20 +5,39 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
-from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
-from pydantic import Field
+from pydantic import ConfigDict, Field, PrivateAttr
 
 from genmem.memory.encoders import format_for_encoding
+from genmem.memory.sid import DEFAULT_SPEC, SIDSpec
 from genmem.training.rewards import JudgeVerdict
 
-__all__ = ["HashEncoder", "RoutingChat", "clustered_embeddings", "gsm8k_texts"]
+__all__ = [
+    "Asked",
+    "FakeChat",
+    "FakeCodebooks",
+    "HashEncoder",
+    "Overlap",
+    "RoutingChat",
+    "ScoringChat",
+    "by_role",
+    "clustered_embeddings",
+    "finish_reply",
+    "gsm8k_texts",
+    "role_of",
+    "tiny_llama",
+]
 
 _GSM8K = Path(__file__).resolve().parents[1] / "genmem" / "envs" / "data" / "gsm8k" / "train.jsonl"
 
@@ -93,18 +112,199 @@ def gsm8k_texts(n: int) -> list[str]:
 
 # --- chat models ---------------------------------------------------------------------------------
 
+Reply = str | AIMessage
+"""What a fake chat model answers: text, or a whole message (tool calls, say)."""
+ReplyFunc = Callable[[list[BaseMessage]], Reply]
+"""A reply worked out from the messages of the call."""
+
+_ROLE_MARKS = {
+    "MemEvolver": "evolver",
+    "MemRetriever": "retriever",
+    "small team": "team",
+    "rate from 0 to 10": "judge",
+    "rewrite one entry": "rebuild",
+    "combine two entries": "fuse",
+}
+"""Words of each agent's system prompt that no other agent's prompt holds, and its role name.
+``team`` is StackPlanner's coordinator and its sub-agents (they are all of "a small team")."""
+
+
+def role_of(messages: Sequence[BaseMessage]) -> str:
+    """The agent a call comes from, read off its first (system) message; ``other`` if unknown."""
+    system = str(messages[0].content) if messages else ""
+    return next((role for mark, role in _ROLE_MARKS.items() if mark in system), "other")
+
+
+def by_role(**replies: Reply | ReplyFunc) -> ReplyFunc:
+    """A :attr:`FakeChat.reply` that answers each role (see :func:`role_of`) with its entry.
+
+    An entry is a fixed reply or a function of the messages; roles without one get ``other``.
+    """
+
+    def reply(messages: list[BaseMessage]) -> Reply:
+        role = role_of(messages)
+        if role not in replies and "other" not in replies:
+            raise AssertionError(f"by_role has no reply for a {role!r} call and no 'other'")
+        answer = replies.get(role, replies.get("other"))
+        return answer(messages) if callable(answer) else answer  # type: ignore[return-value]
+
+    return reply
+
+
+def finish_reply(answer: str) -> str:
+    """StackPlanner's coordinator finishing at once with ``answer`` (a text-mode decision)."""
+    return json.dumps({"thought": "t", "action": {"action": "finish", "answer": answer}})
+
+
+class Asked(NamedTuple):
+    """One structured-output call a :class:`FakeChat` answered."""
+
+    schema: Any
+    method: str | None
+    messages: list[BaseMessage]
+
+
+class FakeChat(BaseChatModel):
+    """The test suite's chat model: scripted replies, every call recorded, failures on demand.
+
+    Text calls answer with :attr:`reply` if it is set, else with :attr:`responses` in turn
+    (starting over after the last, as LangChain's list fakes do). A reply may be an
+    :class:`AIMessage` with tool calls; an exception among the responses, or raised by
+    ``reply`` or ``before``, is what the call raises. ``bind_tools`` returns the model itself,
+    so tool-calling agents work on it. ``with_structured_output`` works only when
+    :attr:`structured` is set; without it the model answers in text only, like a model with no
+    schema support (``NotImplementedError``).
+
+    Example:
+        >>> chat = FakeChat(responses=["one", "two"])
+        >>> [chat.invoke("hi").content for _ in range(3)]
+        ['one', 'two', 'one']
+        >>> chat.texts()
+        ['hi', 'hi', 'hi']
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    responses: list[Any] = Field(default_factory=list)
+    """Replies in turn (:data:`Reply` or an exception to raise); a model with none fails
+    (``IndexError``). Typed ``Any`` so that pydantic leaves messages and exceptions as given."""
+    reply: ReplyFunc | None = None
+    """Replies worked out from each call's messages, used instead of ``responses``."""
+    structured: list[Any] | Callable[[Any, list[BaseMessage]], Any] | None = None
+    """Structured replies: each used once, in turn (an exception is raised), or worked out
+    from ``(schema, messages)``. None: ``with_structured_output`` is not supported."""
+    temperature: float | None = None
+    """The sampling temperature callers read off the model (None: unknown); the fake itself
+    never samples, a ``reply`` that does can read it."""
+    before: Callable[[], None] | None = None
+    """Runs at each text call, after it is recorded and before the reply (to wait, to sleep,
+    to change the world under the caller, to fail)."""
+    prompts: list[list[BaseMessage]] = Field(default_factory=list)
+    """Every text call's messages, in order."""
+    asked: list[Asked] = Field(default_factory=list)
+    """Every structured call, in order."""
+    bound: list[tuple[list[str], Any]] = Field(default_factory=list)
+    """Every ``bind_tools``: the tools' names and the ``tool_choice``."""
+    _turn: int = PrivateAttr(default=0)
+    _taken: int = PrivateAttr(default=0)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    """Calls may come from several threads at once: each takes its own scripted reply."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "genmem-test-fake"
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        messages = list(messages)
+        self.prompts.append(messages)
+        if self.before is not None:
+            self.before()
+        reply = self._reply(messages)
+        message = reply if isinstance(reply, AIMessage) else AIMessage(reply)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _reply(self, messages: list[BaseMessage]) -> Reply:
+        """The reply to one text call (subclasses route by what the call is)."""
+        if self.reply is not None:
+            return self.reply(messages)
+        with self._lock:
+            reply = self.responses[self._turn]
+            self._turn = self._turn + 1 if self._turn < len(self.responses) - 1 else 0
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def texts(self, role: str | None = None, *, system: bool = True) -> list[str]:
+        """The recorded text calls (of ``role`` only), each as its messages' contents joined;
+        ``system=False`` leaves the system prompt out (what the run put before the model)."""
+        return [
+            "\n".join(str(m.content) for m in messages if system or m.type != "system")
+            for messages in self.prompts
+            if role is None or role_of(messages) == role
+        ]
+
+    def bind_tools(  # type: ignore[override]
+        self, tools: Sequence[Any], *, tool_choice: Any = None, **kw: Any
+    ) -> FakeChat:
+        self.bound.append(([getattr(t, "__name__", str(t)) for t in tools], tool_choice))
+        return self
+
+    def with_structured_output(  # type: ignore[override]
+        self, schema: Any, *, method: str | None = None, include_raw: bool = False, **kw: Any
+    ) -> RunnableLambda:
+        if self.structured is None:
+            raise NotImplementedError("this FakeChat answers in text only (no `structured`)")
+        return self._structured_runnable(schema, method, include_raw)
+
+    def _structured_runnable(
+        self, schema: Any, method: str | None, include_raw: bool
+    ) -> RunnableLambda:
+        def answer(messages: Sequence[BaseMessage]) -> Any:
+            asked = Asked(schema, method, list(messages))
+            self.asked.append(asked)
+            reply = self._structured_reply(asked)
+            if isinstance(reply, Exception):
+                raise reply
+            if include_raw:
+                return {"raw": AIMessage(json.dumps(reply)), "parsed": reply, "parsing_error": None}
+            return reply
+
+        return RunnableLambda(answer)
+
+    def _structured_reply(self, asked: Asked) -> Any:
+        """The reply to one structured call (subclasses route by schema)."""
+        if callable(self.structured):
+            return self.structured(asked.schema, asked.messages)
+        assert self.structured is not None
+        with self._lock:
+            reply = self.structured[self._taken]  # IndexError once the script is used up
+            self._taken += 1
+        return reply
+
+
+class ScoringChat(FakeChat):
+    """A :class:`FakeChat` that also scores choices (a ``ChoiceScorer``), best first in
+    :attr:`prefer`; choices it does not prefer come after, in the order given."""
+
+    prefer: list[str] = Field(default_factory=list)
+    scored: list[list[BaseMessage]] = Field(default_factory=list)
+    """Every ``score_choices`` call's messages."""
+
+    def score_choices(self, messages: Sequence[Any], choices: Sequence[str]) -> list[float]:
+        self.scored.append(list(messages))
+        rank = {c: i for i, c in enumerate(self.prefer)}
+        return [-float(rank.get(c, len(rank) + i)) for i, c in enumerate(choices)]
+
+
 _SID_TEXT = re.compile(r"(?:<SID_L\d+_\d+>){4}")
 
 
-class RoutingChat(FakeListChatModel):
-    """Answers each graph call by what it is: a decision, a rewrite, a plan, a verdict.
+class RoutingChat(FakeChat):
+    """Answers each call of the closed loop by what it is: a decision, a rewrite, a plan, and
+    the judge's verdict (the only structured call it takes; it records them in ``asked``)."""
 
-    Records every prompt (all messages of a call, joined) and every judge prompt apart.
-    """
-
-    responses: list[str] = Field(default_factory=lambda: ["unused"])
-    prompts: list[str] = Field(default_factory=list)
-    judged: list[str] = Field(default_factory=list)
     answer: str = "7"
     support: str = "Work out the price of one item, then multiply."
     lesson: str = "find the price of one item before multiplying."
@@ -112,9 +312,13 @@ class RoutingChat(FakeListChatModel):
     planner_error: str | None = None
     decisions: int = 0
 
-    def _call(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[override]
+    @property
+    def judged(self) -> list[str]:
+        """Every judge prompt, its messages joined."""
+        return ["\n".join(str(m.content) for m in a.messages) for a in self.asked]
+
+    def _reply(self, messages: list[BaseMessage]) -> Reply:
         text = "\n".join(str(m.content) for m in messages)
-        self.prompts.append(text)
         last = str(messages[-1].content)
         if "give your decision" in last:
             sid = _SID_TEXT.search(last).group(0)  # the slot the instruction names
@@ -130,16 +334,79 @@ class RoutingChat(FakeListChatModel):
             return f"<answer>{self.support} For: {task[:60]}</answer>"
         if self.planner_error:
             raise RuntimeError(self.planner_error)
-        return json.dumps({"thought": "t", "action": {"action": "finish", "answer": self.answer}})
+        return finish_reply(self.answer)
 
-    def with_structured_output(self, schema: Any, **kwargs: Any) -> Any:  # the judge only
+    def with_structured_output(  # type: ignore[override]
+        self, schema: Any, **kwargs: Any
+    ) -> RunnableLambda:
         if schema is not JudgeVerdict:
             raise NotImplementedError("plain text for everything but the judge")
+        return self._structured_runnable(schema, kwargs.get("method"), False)
 
-        def verdict(messages: list) -> JudgeVerdict:
-            self.judged.append("\n".join(str(m.content) for m in messages))
-            if self.judge_error:
-                raise ConnectionError(self.judge_error)
-            return JudgeVerdict(reason="ok", score=1)
+    def _structured_reply(self, asked: Asked) -> JudgeVerdict:
+        if self.judge_error:
+            raise ConnectionError(self.judge_error)
+        return JudgeVerdict(reason="ok", score=1)
 
-        return RunnableLambda(verdict)
+
+# --- timing ------------------------------------------------------------------------------------
+
+
+class Overlap:
+    """Counts how many bodies run at once: enter and leave it around each (any thread).
+
+    :meth:`wait` is a body of its own that sleeps ``seconds`` (a slow call: ``before=`` of a
+    :class:`FakeChat`).
+    """
+
+    def __init__(self, seconds: float = 0.1) -> None:
+        self.seconds = seconds
+        self.active = self.most = 0
+        self.threads: set[int] = set()
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        with self._lock:
+            self.active += 1
+            self.most = max(self.most, self.active)
+            self.threads.add(threading.get_ident())
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self.active -= 1
+
+    def wait(self) -> None:
+        """Sleep ``seconds``, counted as one body under way."""
+        with self:
+            time.sleep(self.seconds)
+
+
+# --- models and codebooks -----------------------------------------------------------------------
+
+
+def tiny_llama(tokenizer: Any, *, seed: int, **config: Any) -> Any:
+    """A 2-layer random Llama (about 1.6M parameters) for ``tokenizer``'s vocabulary, its
+    weights drawn after ``torch.manual_seed(seed)``; ``config`` adds to its ``LlamaConfig``."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    shape = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=True,
+        **config,
+    )
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(shape)
+
+
+@dataclass
+class FakeCodebooks:
+    """What ``open_bank(..., codebooks=)`` reads of fitted codebooks: a hash and the spec."""
+
+    hash: str
+    spec: ClassVar[SIDSpec] = DEFAULT_SPEC

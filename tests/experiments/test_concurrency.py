@@ -18,23 +18,14 @@ from genmem.experiments.evolution import run_evolution
 from genmem.experiments.experience_schemas import AttemptProse, ExperienceFields
 from genmem.experiments.pool import ConcurrencyWarning
 from genmem.experiments.runner import run_stream
-from tests.experiments.test_evaluate import FailingGenerator, RoleFake
-from tests.experiments.test_evolution import CoinChat, _evolve, _Say
-from tests.experiments.test_pool import Overlap
+from tests.experiments.test_evaluate import FailingGenerator, role_fake
+from tests.experiments.test_evolution import _evolve, _Say, coin_chat
 from tests.experiments.test_runner import QUERIES, ScriptedApp
+from tests.fakes import FakeChat, Overlap
 from tests.graph._banks import A, one_entry_bank
 from tests.graph.test_retriever import FixedGenerator
 
 SEEN = Overlap(0.05)
-
-
-class SlowRoleFake(RoleFake):
-    """:class:`RoleFake` taking 50 ms a call, counting calls under way in :data:`SEEN`."""
-
-    def _generate(self, messages, stop=None, run_manager=None, **kw: Any):
-        with SEEN:
-            time.sleep(SEEN.seconds)
-            return super()._generate(messages, stop, run_manager, **kw)
 
 
 @pytest.fixture(autouse=True)
@@ -59,8 +50,9 @@ def _eval(tmp_path: Path, out: str, concurrency: int, gen: Any = None) -> Path:
     settings = EvalSettings(
         methods=["none", "sid"], bank_url=bank_url, limit=4, max_steps=2, candidates=1
     )
+    slow = role_fake(before=SEEN.wait)  # 50 ms a call, counted in SEEN
     evaluate(
-        GSM8KEnvironment(calculator=False), settings, out=tmp_path / out, model=SlowRoleFake(),
+        GSM8KEnvironment(calculator=False), settings, out=tmp_path / out, model=slow,
         sid_generator=gen or FixedGenerator([A]), progress=False, concurrency=concurrency,
     )  # fmt: skip
     return tmp_path / out / "records.jsonl"
@@ -100,7 +92,7 @@ def test_a_failing_eval_run_is_its_record_and_the_others_finish(tmp_path) -> Non
 def test_evolve_mode_refuses_concurrent_eval_runs(tmp_path) -> None:
     settings = EvalSettings(methods=["none"], mode="evolve", limit=1)
     with pytest.raises(ValueError, match="updates must land in task order"):
-        evaluate(GSM8KEnvironment(), settings, out=tmp_path, model=RoleFake(), concurrency=2)
+        evaluate(GSM8KEnvironment(), settings, out=tmp_path, model=role_fake(), concurrency=2)
 
 
 def test_an_episodic_environment_runs_one_task_at_a_time(tmp_path, monkeypatch) -> None:
@@ -186,30 +178,23 @@ class SlowPlanner:
     """A StackPlanner stand-in: 50 ms a try, 18 for the ducks problem, 0 otherwise."""
 
     def invoke(self, payload: dict[str, Any]) -> dict[str, Any]:
-        with SEEN:
-            time.sleep(SEEN.seconds)
+        SEEN.wait()
         answer = "18" if "Janet" in payload["query"] else "0"
         return {"answer": f"Final answer: {answer}", "status": "finished", "trajectory": {}}
 
 
-class TaskChat:
-    """Structured replies that quote the task they were asked about (to catch mix-ups)."""
-
-    def with_structured_output(self, schema: dict, method: str) -> TaskChat:
-        self.schema = schema
-        return self
-
-    def invoke(self, messages: list) -> dict[str, Any]:
-        text = str(messages[-1].content)
-        task = text.split("Task:\n", 1)[1][:12]
-        time.sleep(0.02)
-        if "experiences" in self.schema["properties"]:  # a record the write gate keeps
-            fields = {
-                name: f"For {task}: {info.description}"
-                for name, info in ExperienceFields.model_fields.items()
-            }
-            return {"experiences": [fields | {"skill_name": task}]}
-        return dict.fromkeys(AttemptProse.model_fields, task)
+def _quoting_the_task(schema: dict, messages: list) -> dict[str, Any]:
+    """A structured reply that quotes the task it was asked about (to catch mix-ups)."""
+    text = str(messages[-1].content)
+    task = text.split("Task:\n", 1)[1][:12]
+    time.sleep(0.02)
+    if "experiences" in schema["properties"]:  # a record the write gate keeps
+        fields = {
+            name: f"For {task}: {info.description}"
+            for name, info in ExperienceFields.model_fields.items()
+        }
+        return {"experiences": [fields | {"skill_name": task}]}
+    return dict.fromkeys(AttemptProse.model_fields, task)
 
 
 def _coldstart(tmp_path: Path, out: str, concurrency: int, monkeypatch) -> dict[str, list]:
@@ -217,7 +202,11 @@ def _coldstart(tmp_path: Path, out: str, concurrency: int, monkeypatch) -> dict[
     env = GSM8KEnvironment(calculator=False)
     tasks = env.tasks(4)
     stages = coldstart._Stages(
-        env, ColdStartConfig(attempts=2), tmp_path / out, TaskChat(), concurrency
+        env,
+        ColdStartConfig(attempts=2),
+        tmp_path / out,
+        FakeChat(structured=_quoting_the_task),
+        concurrency,
     )
     (tmp_path / out).mkdir()
     tries = stages.attempts(tasks, progress=False)
@@ -254,7 +243,7 @@ def test_evolve_probes_overlap_and_reuse_the_t0_run_as_in_order(tmp_path) -> Non
     for n in (1, 3):
         out = tmp_path / f"run{n}"
         run_evolution(
-            _Say(), cfg, bank_url=bank, out=out, chat=CoinChat(temperature=0.0),
+            _Say(), cfg, bank_url=bank, out=out, chat=coin_chat(temperature=0.0),
             sid_generator=FixedGenerator([A]), progress=False, concurrency=n,
         )  # fmt: skip
         rows[n] = sorted(
@@ -269,7 +258,7 @@ def test_evolve_stream_with_a_failing_probe_still_finishes(tmp_path) -> None:
     cfg, bank, probe = _evolve(tmp_path)
     out = tmp_path / "run"
     run_evolution(
-        _Say(), cfg, bank_url=bank, out=out, chat=CoinChat(temperature=0.0),
+        _Say(), cfg, bank_url=bank, out=out, chat=coin_chat(temperature=0.0),
         sid_generator=FailingGenerator(probe[0].query), progress=False, concurrency=4,
     )  # fmt: skip
     rows = _lines(out / "probes.jsonl")

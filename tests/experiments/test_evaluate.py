@@ -6,9 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import BaseMessage
 
 from genmem.envs.gsm8k import GSM8KEnvironment, calculate, calculator_tool
 from genmem.experiments.evaluate import (
@@ -20,28 +18,22 @@ from genmem.experiments.evaluate import (
     summary_markdown,
 )
 from genmem.experiments.stats import DEFAULT_INTERVALS
+from tests.fakes import FakeChat, by_role, finish_reply
 from tests.graph._banks import A, one_entry_bank
 from tests.graph.test_retriever import FixedGenerator
 
 
-class RoleFake(BaseChatModel):
-    """Answers by role: support for the retriever, an immediate finish for the coordinator.
+def _ducks_only(messages: list[BaseMessage]) -> str:
+    """The coordinator answers 18 (right) for the ducks problem and 0 (wrong) otherwise."""
+    text = "\n".join(str(m.content) for m in messages)
+    return finish_reply("18" if "Janet" in text else "0")
 
-    The coordinator answers 18 (right) for the ducks problem and 0 (wrong) otherwise.
-    """
 
-    @property
-    def _llm_type(self) -> str:
-        return "role-fake"
-
-    def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kw: Any):
-        text = "\n".join(str(m.content) for m in messages)
-        if "small team" in str(messages[0].content):
-            answer = "18" if "Janet" in text else "0"
-            body = json.dumps({"thought": "t", "action": {"action": "finish", "answer": answer}})
-        else:
-            body = "<answer>Work out the daily amount first.</answer>"
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(body))])
+def role_fake(**options: Any) -> FakeChat:
+    """Support for the retriever, an immediate finish for the coordinator (:func:`_ducks_only`);
+    ``options`` go to the :class:`FakeChat`."""
+    support = "<answer>Work out the daily amount first.</answer>"
+    return FakeChat(reply=by_role(team=_ducks_only, other=support), **options)
 
 
 def _settings(bank_url: str | None, **kw: Any) -> EvalSettings:
@@ -54,7 +46,7 @@ def test_every_method_runs_through_the_graph_and_is_summarised(tmp_path) -> None
     gen = FixedGenerator([A])
     settings = _settings(bank_url, methods=["none", "tfidf", "sid"])
     out = tmp_path / "eval"
-    report = evaluate(env, settings, out=out, model=RoleFake(), sid_generator=gen, progress=False)
+    report = evaluate(env, settings, out=out, model=role_fake(), sid_generator=gen, progress=False)
 
     records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
     # Task by task: every method on a task before the next task.
@@ -97,7 +89,7 @@ def test_every_method_runs_through_the_graph_and_is_summarised(tmp_path) -> None
     }  # fmt: skip
 
     # a rerun into the same folder runs nothing again
-    again = evaluate(env, settings, out=out, model=RoleFake(), sid_generator=gen, progress=False)
+    again = evaluate(env, settings, out=out, model=role_fake(), sid_generator=gen, progress=False)
     assert len((out / "records.jsonl").read_text().splitlines()) == 6
     assert again.summaries == report.summaries and len(gen.calls) == 2
 
@@ -123,7 +115,7 @@ def test_an_errored_run_is_a_failure_in_the_written_summary(tmp_path) -> None:
     out = tmp_path / "eval"
     # The sid run of the ducks problem, which the model answers right, crashes.
     gen = FailingGenerator(ducks.query.split()[0])
-    report = evaluate(env, settings, out=out, model=RoleFake(), sid_generator=gen, progress=False)
+    report = evaluate(env, settings, out=out, model=role_fake(), sid_generator=gen, progress=False)
     records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
     crashed = [r for r in records if r["error"]]
     assert [(r["method"], r["id"]) for r in crashed] == [("sid", ducks.id)]
@@ -147,7 +139,7 @@ def test_evolve_mode_gives_each_method_its_own_bank_copy(tmp_path) -> None:
         GSM8KEnvironment(calculator=False),
         settings,
         out=tmp_path / "e",
-        model=RoleFake(),
+        model=role_fake(),
         progress=False,
     )
     assert (tmp_path / "e" / "banks" / "tfidf.db").is_file()

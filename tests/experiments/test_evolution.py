@@ -7,9 +7,7 @@ from typing import Any
 
 import pytest
 import torch
-from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import BaseMessage
 
 from genmem.cli import main
 from genmem.envs.base import Environment, Outcome, Task
@@ -28,6 +26,7 @@ from genmem.experiments.evolution import (
 from genmem.experiments.evolution_stats import HIT_KEYS
 from genmem.memory.location import open_bank
 from tests.experiments.test_evaluate import FailingGenerator
+from tests.fakes import FakeChat, by_role, finish_reply
 from tests.graph._banks import A, one_entry_bank, revise_reply
 from tests.graph.test_retriever import FixedGenerator
 
@@ -157,28 +156,22 @@ class _Say(Environment):
         return Outcome(score=float(ok), success=ok, metrics={"accuracy": float(ok)})
 
 
-class CoinChat(BaseChatModel):
+def coin_chat(temperature: float | None = None) -> FakeChat:
     """Every role in turn; the coordinator says "yes", or with ``temperature`` > 0 flips torch's
     coin (so only a seeded sampler makes a run repeatable)."""
 
-    temperature: float | None = None
+    def say(messages: list[BaseMessage]) -> str:
+        word = "yes"
+        if temperature:
+            word = "yes" if float(torch.rand(1)) < 0.5 else "no"
+        return finish_reply(word)
 
-    @property
-    def _llm_type(self) -> str:
-        return "coin"
-
-    def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kw: Any):
-        system = str(messages[0].content)
-        if "MemEvolver" in system:
-            body = revise_reply("Answer with the single word asked for.")
-        elif "small team" in system:
-            word = "yes"
-            if self.temperature:
-                word = "yes" if float(torch.rand(1)) < 0.5 else "no"
-            body = json.dumps({"thought": "t", "action": {"action": "finish", "answer": word}})
-        else:
-            body = "<answer>Say the word.</answer>"
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(body))])
+    replies = by_role(
+        evolver=revise_reply("Answer with the single word asked for."),
+        team=say,
+        other="<answer>Say the word.</answer>",
+    )
+    return FakeChat(reply=replies, temperature=temperature)
 
 
 def _evolve(tmp_path, **config: Any):
@@ -203,7 +196,7 @@ def test_an_errored_probe_is_a_failure_with_intervals_and_pairs(tmp_path) -> Non
     crash = probe[0]
     out = tmp_path / "run"
     summary = run_evolution(
-        _Say(), cfg, bank_url=bank, out=out, chat=CoinChat(),
+        _Say(), cfg, bank_url=bank, out=out, chat=coin_chat(),
         sid_generator=FailingGenerator(crash.query), progress=False,
         reference_sids={t.id: str(A) for t in probe},
     )  # fmt: skip
@@ -243,7 +236,7 @@ def _probe_rows(folder) -> list[tuple]:
 def test_seeds_repeat_a_sampling_run_and_pool_it_by_task(tmp_path) -> None:
     cfg, bank, _ = _evolve(tmp_path, seeds=2)
     out = tmp_path / "run"
-    chat = CoinChat(temperature=0.7)
+    chat = coin_chat(temperature=0.7)
     summary = run_evolution(
         _Say(), cfg, bank_url=bank, out=out, chat=chat, sid_generator=FixedGenerator([A]),
         progress=False,
@@ -273,7 +266,7 @@ def test_seeds_with_a_greedy_model_run_once_and_say_so(tmp_path) -> None:
     cfg, bank, _ = _evolve(tmp_path, seeds=3)
     out = tmp_path / "run"
     summary = run_evolution(
-        _Say(), cfg, bank_url=bank, out=out, chat=CoinChat(temperature=0.0),
+        _Say(), cfg, bank_url=bank, out=out, chat=coin_chat(temperature=0.0),
         sid_generator=FixedGenerator([A]), progress=False,
     )  # fmt: skip
     assert isinstance(summary, EvolveSummary) and not (out / "seed0").exists()
@@ -298,7 +291,7 @@ def test_a_stream_update_without_its_record_is_undone_before_the_rerun(
 
     def run(out) -> list[tuple]:
         run_evolution(
-            _Say(), cfg, bank_url=bank, out=out, chat=CoinChat(),
+            _Say(), cfg, bank_url=bank, out=out, chat=coin_chat(),
             sid_generator=FixedGenerator([A]), progress=False,
         )  # fmt: skip
         work = open_bank(working_copy(bank, out))

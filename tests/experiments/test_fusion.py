@@ -7,9 +7,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import BaseMessage
 
 from genmem.envs.gsm8k import GSM8KEnvironment
 from genmem.experiments.fusion import (
@@ -23,6 +21,7 @@ from genmem.memory.location import open_bank
 from genmem.memory.sid import DEFAULT_SPEC, SID
 from genmem.memory.sqlite_store import SQLiteBankStore
 from tests.conftest import TEST_HASH
+from tests.fakes import FakeChat, by_role, finish_reply
 from tests.graph.test_retriever import FixedGenerator
 
 A, B, FAR, C = SID((3, 0, 7, 1)), SID((3, 0, 7, 2)), SID((9, 1, 1, 1)), SID((3, 0, 5, 0))
@@ -37,28 +36,18 @@ FUSED = (
 )
 
 
-class Fake(BaseChatModel):
-    """Fuses with ``fused`` (wrapped as the prompt's blocks are); as the coordinator, solves
-    the ducks problem (18) only when its support names the price per egg at the market *and*
-    breakfast, which neither source alone does but the fusion does."""
+def _solve(messages: list[BaseMessage]) -> str:
+    """As the coordinator, solves the ducks problem (18) only when its support names the eggs
+    used in baking *and* the price per egg at the market, which neither source alone does but
+    the fusion does."""
+    text = "\n".join(str(m.content) for m in messages)
+    knows = "in baking" in text and "price per egg at the market" in text
+    return finish_reply("18" if "Janet" in text and knows else "0")
 
-    fused: str = f'<experience name="C">\n{FUSED}\n</experience>'
-    fusions: int = 0
 
-    @property
-    def _llm_type(self) -> str:
-        return "fusion-fake"
-
-    def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kw: Any):
-        system, text = str(messages[0].content), "\n".join(str(m.content) for m in messages)
-        if "small team" in system:
-            knows = "in baking" in text and "price per egg at the market" in text
-            answer = "18" if "Janet" in text and knows else "0"
-            body = json.dumps({"thought": "t", "action": {"action": "finish", "answer": answer}})
-        else:
-            self.fusions += 1
-            body = self.fused
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(body))])
+def fusion_fake(fused: str = f'<experience name="C">\n{FUSED}\n</experience>') -> FakeChat:
+    """Fuses with ``fused`` (wrapped as the prompt's blocks are); solves with :func:`_solve`."""
+    return FakeChat(reply=by_role(team=_solve, fuse=fused))
 
 
 @pytest.fixture
@@ -71,7 +60,7 @@ def bank_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path}/bank.db?bank=gsm"
 
 
-def _run(bank_url: str, out, chat: Fake, **kwargs: Any):
+def _run(bank_url: str, out, chat: FakeChat, **kwargs: Any):
     config = FusionConfig(max_steps=1, **kwargs)
     env = GSM8KEnvironment(calculator=False)
     return run_fusion(
@@ -84,7 +73,7 @@ def test_the_fused_entry_is_gated_written_to_a_scratch_copy_and_compared(
     tmp_path, bank_url, errorbars
 ) -> None:
     before = open_bank(bank_url).stats()
-    out, chat = tmp_path / "fusion", Fake()
+    out, chat = tmp_path / "fusion", fusion_fake()
     report = _run(bank_url, out, chat)
 
     pair = json.loads((out / "pairs.jsonl").read_text())
@@ -114,7 +103,7 @@ def test_the_fused_entry_is_gated_written_to_a_scratch_copy_and_compared(
 
     # a rerun into the same folder fuses and solves nothing again
     again = _run(bank_url, out, chat)
-    assert chat.fusions == 1
+    assert len(chat.texts("fuse")) == 1
     assert len((out / "records.jsonl").read_text().splitlines()) == len(records)
     assert again.conditions == report.conditions
 
@@ -122,7 +111,7 @@ def test_the_fused_entry_is_gated_written_to_a_scratch_copy_and_compared(
 def test_a_refused_fusion_leaves_fused_without_support_and_unchecked_with_the_text(
     tmp_path, bank_url
 ) -> None:
-    joined = Fake(fused=f"{EGGS} {MARKET}")  # the two sources put together: not a fusion
+    joined = fusion_fake(f"{EGGS} {MARKET}")  # the two sources put together: not a fusion
     report = _run(bank_url, tmp_path, joined, conditions=("none", "unchecked"))
     assert report.fusions == {"rejected": 1} and report.refusals == {"copied": 1}
     records = [json.loads(x) for x in (tmp_path / "records.jsonl").read_text().splitlines()]

@@ -11,26 +11,7 @@ from genmem.envs.gsm8k import GSM8KEnvironment
 from genmem.envs.textworld_env import TextGameEnvironment
 from genmem.experiments.pool import ConcurrencyWarning, run_tasks, samples_in_process, task_workers
 from genmem.policies.chat_local import ChatLocal
-
-
-class Overlap:
-    """A task body that sleeps ``seconds`` and counts how many bodies ran at once."""
-
-    def __init__(self, seconds: float = 0.1) -> None:
-        self.seconds = seconds
-        self.active = self.most = 0
-        self.threads: set[int] = set()
-        self._lock = threading.Lock()
-
-    def __enter__(self) -> None:
-        with self._lock:
-            self.active += 1
-            self.most = max(self.most, self.active)
-            self.threads.add(threading.get_ident())
-
-    def __exit__(self, *exc: object) -> None:
-        with self._lock:
-            self.active -= 1
+from tests.fakes import Overlap
 
 
 def test_one_worker_runs_in_order_here() -> None:

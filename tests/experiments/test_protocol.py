@@ -11,13 +11,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 import pytest
-from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from pydantic import Field
 
 from genmem.envs.base import Environment, Outcome, Task
 from genmem.envs.gsm8k import GSM8KEnvironment
@@ -26,6 +21,7 @@ from genmem.experiments.evolution import EvolveConfig
 from genmem.experiments.evolution_runner import EvolveRunner
 from genmem.experiments.runner import run_stream
 from genmem.graph.loop import build_genmem_graph
+from tests.fakes import FakeChat, by_role, finish_reply
 from tests.graph._banks import A, one_entry_bank, revise_reply
 from tests.graph.test_retriever import FixedGenerator
 
@@ -34,46 +30,24 @@ REFERENCE = "7391"
 _VERDICT = re.compile(r"\b(success|succeeded|successful|failure|failed|correct|wrong)\b", re.I)
 
 
-class PromptRecorder(BaseChatModel):
-    """Answers each role in turn and records every call's messages by role."""
-
-    answer: str = "12"
-    calls: list[tuple[str, list[BaseMessage]]] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "prompt-recorder"
-
-    def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kw: Any):
-        system = str(messages[0].content)
-        if "MemEvolver" in system:
-            role, body = "evolver", revise_reply("Find the price of one item, then multiply.")
-        elif "MemRetriever" in system:
-            role, body = "retriever", "<answer>Find the price of one item first.</answer>"
-        elif "small team" in system:
-            role = "coordinator"
-            body = json.dumps(
-                {"thought": "t", "action": {"action": "finish", "answer": self.answer}}
-            )
-        else:
-            role, body = "other", "<answer>12</answer>"
-        self.calls.append((role, list(messages)))
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(body))])
-
-    def text(self, role: str | None = None, *, system: bool = True) -> list[str]:
-        """The recorded prompts (of ``role``), each as one string."""
-        return [
-            "\n".join(str(m.content) for m in msgs if system or m.type != "system")
-            for r, msgs in self.calls
-            if role is None or r == role
-        ]
+def prompt_recorder(answer: str = "12") -> FakeChat:
+    """Answers each role in turn (the coordinator finishes with ``answer``) and records every
+    call, so that :meth:`FakeChat.texts` gives a role's prompts."""
+    return FakeChat(
+        reply=by_role(
+            evolver=revise_reply("Find the price of one item, then multiply."),
+            retriever="<answer>Find the price of one item first.</answer>",
+            team=finish_reply(answer),
+            other="<answer>12</answer>",
+        )
+    )
 
 
-def _assert_no_leak(chat: PromptRecorder, *, expect_evolver: bool = True) -> None:
-    prompts = chat.text()
+def _assert_no_leak(chat: FakeChat, *, expect_evolver: bool = True) -> None:
+    prompts = chat.texts()
     assert prompts, "the run made no model call"
     assert not any(REFERENCE in p for p in prompts)
-    evolver = chat.text("evolver", system=False)
+    evolver = chat.texts("evolver", system=False)
     assert bool(evolver) == expect_evolver
     for turn in evolver:
         assert "Outcome" not in turn and not _VERDICT.search(turn), turn
@@ -94,7 +68,7 @@ class _GoldTask(GSM8KEnvironment):
 def test_eval_evolve_mode_shows_memevolver_no_verdict(tmp_path, answer) -> None:
     """Both a right and a wrong answer: neither verdict may reach MemEvolver."""
     bank_url = one_entry_bank(tmp_path, "Find the price of one item first.")
-    chat = PromptRecorder(answer=answer)
+    chat = prompt_recorder(answer)
     settings = EvalSettings(
         bank_url=bank_url, limit=2, max_steps=2, candidates=1, methods=["sid"], mode="evolve"
     )
@@ -111,7 +85,7 @@ def test_eval_evolve_mode_shows_memevolver_no_verdict(tmp_path, answer) -> None:
     if answer != REFERENCE:
         _assert_no_leak(chat)
     else:
-        for turn in chat.text("evolver", system=False):
+        for turn in chat.texts("evolver", system=False):
             assert "Outcome" not in turn and not _VERDICT.search(turn)
     records = [
         json.loads(x) for x in (tmp_path / "eval" / "records.jsonl").read_text().splitlines()
@@ -121,7 +95,7 @@ def test_eval_evolve_mode_shows_memevolver_no_verdict(tmp_path, answer) -> None:
 
 def test_evolution_runner_shows_memevolver_no_verdict(tmp_path) -> None:
     bank_url = one_entry_bank(tmp_path, "Find the price of one item first.")
-    chat = PromptRecorder()
+    chat = prompt_recorder()
     env = _GoldTask(calculator=False)
     config = EvolveConfig(blocks=1, block_size=1, probe_size=1, methods=["tfidf"], max_steps=2)
     runner = EvolveRunner(env, config, chat)
@@ -135,7 +109,7 @@ def test_genmem_run_and_the_served_graph_show_memevolver_no_verdict(tmp_path) ->
     from genmem.envs.gsm8k import score_gsm8k
 
     bank_url = one_entry_bank(tmp_path, "Find the price of one item first.")
-    chat = PromptRecorder()
+    chat = prompt_recorder()
     app = build_genmem_graph(chat, sid_generator=FixedGenerator([A]), scorer=score_gsm8k)
     queries = [
         {"id": "q1", "query": "Pens cost $2. How much do 3 pens cost?", "reference": REFERENCE}
@@ -147,14 +121,14 @@ def test_genmem_run_and_the_served_graph_show_memevolver_no_verdict(tmp_path) ->
 
 def test_an_outcome_the_caller_gives_does_reach_memevolver(tmp_path) -> None:
     bank_url = one_entry_bank(tmp_path, "Find the price of one item first.")
-    chat = PromptRecorder()
+    chat = prompt_recorder()
     app = build_genmem_graph(chat, sid_generator=FixedGenerator([A]))
     queries = [
         {"id": "q1", "query": "Pens cost $2. How much do 3 pens cost?", "outcome": "failure"}
     ]
     (record,) = run_stream(app.compile(), queries, context={"bank_url": bank_url}, progress=False)
     assert record.outcome == "failure"
-    (turn,) = chat.text("evolver", system=False)
+    (turn,) = chat.texts("evolver", system=False)
     assert "Outcome:\nfailure" in turn
 
 
@@ -173,7 +147,7 @@ class _Game(Environment):
 
 def test_an_observable_environment_tells_memevolver_its_own_verdict(tmp_path) -> None:
     bank_url = one_entry_bank(tmp_path, "Look around before you act.")
-    chat = PromptRecorder()
+    chat = prompt_recorder()
     settings = EvalSettings(
         bank_url=bank_url, limit=1, max_steps=2, candidates=1, methods=["sid"], mode="evolve"
     )
@@ -185,6 +159,6 @@ def test_an_observable_environment_tells_memevolver_its_own_verdict(tmp_path) ->
         sid_generator=FixedGenerator([A]),
         progress=False,
     )
-    (turn,) = chat.text("evolver", system=False)
+    (turn,) = chat.texts("evolver", system=False)
     assert "Outcome:\nfailure" in turn
-    assert not any(REFERENCE in p for p in chat.text())
+    assert not any(REFERENCE in p for p in chat.texts())

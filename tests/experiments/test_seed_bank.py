@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
-from langchain_core.runnables import RunnableLambda
 from pydantic import ValidationError
 
 from genmem.envs.bundled import GSM8K_TRAIN, read_gsm8k
@@ -21,6 +19,7 @@ from genmem.experiments.seed_bank import (
     reference_experience,
 )
 from genmem.memory.location import open_bank
+from tests.fakes import FakeChat
 
 ROW = read_gsm8k(GSM8K_TRAIN, limit=1)[0]
 
@@ -62,24 +61,13 @@ def test_every_abstract_seed_experience_passes_the_gate_and_hides_its_numbers() 
         assert not _digits_left(text), text
 
 
-class LessonChat:
-    """A chat model whose structured output is a fixed lesson; records the schema it got."""
-
-    def __init__(self) -> None:
-        self.schemas: list[dict[str, Any]] = []
-
-    def with_structured_output(self, schema: dict[str, Any], method: str) -> RunnableLambda:
-        assert method == "json_schema"
-        self.schemas.append(schema)
-        lesson = {"problem_type": "rates", "procedure": "multiply", "check": "units"}
-        return RunnableLambda(lambda _messages: lesson)
-
-
 def test_model_experience_asks_for_a_bounded_lesson() -> None:
-    chat = LessonChat()
+    lesson = {"problem_type": "rates", "procedure": "multiply", "check": "units"}
+    chat = FakeChat(structured=lambda schema, messages: lesson)
     text = model_experience(chat, ROW["question"], ROW["answer"])
     assert text.startswith("Problem type: rates\nProcedure: multiply\nCheck: units\nExample: ")
-    (schema,) = chat.schemas
+    ((schema, method, _),) = chat.asked
+    assert method == "json_schema"
     assert schema["required"] == ["problem_type", "procedure", "check"]
     assert all(p["maxLength"] <= 320 for p in schema["properties"].values())
 

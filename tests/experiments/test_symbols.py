@@ -7,9 +7,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import BaseMessage
 
 from genmem.envs.gsm8k import GSM8KEnvironment
 from genmem.experiments.plots import plot_symbols
@@ -27,6 +25,7 @@ from genmem.memory.sid import DEFAULT_SPEC, SID, SIDSpec
 from genmem.memory.sqlite_store import SQLiteBankStore
 from genmem.policies.types import SIDCandidate
 from tests.conftest import TEST_HASH
+from tests.fakes import FakeChat, by_role, finish_reply
 
 DUCKS = [SID((3, 0, 7, 1)), SID((3, 1, 2, 0))]
 """The SIDs the fake addresser gives the ducks problem (GSM8K test 0), best first."""
@@ -92,23 +91,18 @@ class ByTask:
         return [self.generate(c, k) for c in contexts]
 
 
-class SolverFake(BaseChatModel):
-    """Rewrites as MemRetriever; as the coordinator, answers the ducks problem (18) only when its
-    support holds the problem's own level-4 tokens or the retrieved entry, else 0."""
+def _solve(messages: list[BaseMessage]) -> str:
+    """As the coordinator, answers the ducks problem (18) only when its support holds the
+    problem's own level-4 tokens or the retrieved entry, else 0."""
+    text = "\n".join(str(m.content) for m in messages)
+    own = "<SID_L4_1>" in text or "Sell the eggs left" in text
+    return finish_reply("18" if "Janet" in text and own else "0")
 
-    @property
-    def _llm_type(self) -> str:
-        return "solver-fake"
 
-    def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kw: Any):
-        text = "\n".join(str(m.content) for m in messages)
-        if "small team" in str(messages[0].content):
-            own = "<SID_L4_1>" in text or "Sell the eggs left" in text
-            answer = "18" if "Janet" in text and own else "0"
-            body = json.dumps({"thought": "t", "action": {"action": "finish", "answer": answer}})
-        else:
-            body = "<answer>Count the eggs left after breakfast and baking, then sell.</answer>"
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(body))])
+SOLVER = by_role(
+    team=_solve, other="<answer>Count the eggs left after breakfast and baking, then sell.</answer>"
+)
+"""Rewrites as MemRetriever; answers as the coordinator with :func:`_solve`."""
 
 
 @pytest.fixture
@@ -126,10 +120,10 @@ def test_every_condition_runs_on_the_same_solver_and_is_paired_with_raw(
 ) -> None:
     env = GSM8KEnvironment(calculator=False)
     out = tmp_path / "symbols"
-    gen = ByTask()
+    gen, chat = ByTask(), FakeChat(reply=SOLVER)
     config = SymbolsConfig(beams=(1, 2), max_steps=1)
     report = run_symbols(
-        env, bank_url, config, out=out, chat=SolverFake(), generator=gen, limit=3, progress=False
+        env, bank_url, config, out=out, chat=chat, generator=gen, limit=3, progress=False
     )
     records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
     # raw once per task, every other condition once per task and k
@@ -181,7 +175,7 @@ def test_every_condition_runs_on_the_same_solver_and_is_paired_with_raw(
     # a rerun into the same folder solves nothing again
     calls = gen.calls
     again = run_symbols(
-        env, bank_url, config, out=out, chat=SolverFake(), generator=gen, limit=3, progress=False
+        env, bank_url, config, out=out, chat=chat, generator=gen, limit=3, progress=False
     )
     assert len((out / "records.jsonl").read_text().splitlines()) == len(records)
     assert (
@@ -190,17 +184,16 @@ def test_every_condition_runs_on_the_same_solver_and_is_paired_with_raw(
 
 
 def test_one_task_cannot_be_shuffled_and_a_crash_scores_zero(tmp_path, bank_url) -> None:
-    class Crashing(SolverFake):
-        def _generate(self, messages, stop=None, run_manager=None, **kw):
-            if "<SID_L4_1>" in "\n".join(str(m.content) for m in messages):
-                raise RuntimeError("solver crashed")
-            return super()._generate(messages, stop, run_manager, **kw)
+    def crashing(messages: list[BaseMessage]) -> str:
+        if "<SID_L4_1>" in "\n".join(str(m.content) for m in messages):
+            raise RuntimeError("solver crashed")
+        return SOLVER(messages)
 
     config = SymbolsConfig(beams=(1,), conditions=("full", "shuffled"), max_steps=1)
     env = GSM8KEnvironment(calculator=False)
     report = run_symbols(
-        env, bank_url, config, out=tmp_path, chat=Crashing(), generator=ByTask(), limit=1,
-        progress=False,
+        env, bank_url, config, out=tmp_path, chat=FakeChat(reply=crashing), generator=ByTask(),
+        limit=1, progress=False,
     )  # fmt: skip
     assert list(report.conditions) == ["raw", "full"]
     assert "2 tasks" in report.skipped["shuffled"]

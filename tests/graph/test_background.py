@@ -16,7 +16,6 @@ import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from pydantic import ConfigDict
 
 from genmem.graph.background import (
     BackgroundConfig,
@@ -28,9 +27,10 @@ from genmem.graph.embed import add_memory
 from genmem.graph.evolver import build_evolver_graph
 from genmem.graph.loop import build_genmem_graph
 from genmem.memory.location import open_bank
+from tests.fakes import FakeChat
 from tests.graph._banks import A, one_entry_bank, revise_reply
-from tests.graph.test_embed import RETRIEVE, ToolCallingFake, multiply
-from tests.graph.test_loop import EXECUTE, FINISH, RecordingFake
+from tests.graph.test_embed import RETRIEVE, multiply
+from tests.graph.test_loop import EXECUTE, FINISH
 from tests.graph.test_loop import RETRIEVE as LOOP_RETRIEVE
 from tests.graph.test_retriever import FixedGenerator
 
@@ -42,28 +42,22 @@ MAX_NEW_TOKENS = 8
 """Reply cap of the default model (its evolver decision, under a JSON schema, gets room anyway)."""
 
 
-class GatedFake(RecordingFake):
-    """A RecordingFake whose calls from number ``gate_from`` on wait for ``gate`` to be set."""
+def _gated(chat: FakeChat, gate: threading.Event, after: int) -> FakeChat:
+    """``chat`` with its calls after the first ``after`` waiting for ``gate`` to be set."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-    gate: threading.Event | None = None
-    gate_from: int = 0
-    calls: int = 0
+    def wait() -> None:
+        if len(chat.prompts) > after:
+            assert gate.wait(30), "the test never opened the gate"
 
-    def _call(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[override]
-        self.calls += 1
-        if self.gate is not None and self.calls > self.gate_from:
-            assert self.gate.wait(30), "the test never opened the gate"
-        return super()._call(messages, stop, run_manager, **kwargs)
+    chat.before = wait
+    return chat
 
 
 def _agent():
-    return create_agent(
-        ToolCallingFake(responses=[AIMessage("6")] * 4), tools=[multiply], name="solver"
-    )
+    return create_agent(FakeChat(responses=[AIMessage("6")] * 4), tools=[multiply], name="solver")
 
 
-def _wrapped(memory: RecordingFake, config: BackgroundConfig):
+def _wrapped(memory: FakeChat, config: BackgroundConfig):
     graph = add_memory(
         _agent(),
         model=memory,
@@ -109,7 +103,7 @@ def bank_url(tmp_path) -> str:
 
 def test_the_answer_returns_before_the_write_and_flush_lands_it(bank_url, tmp_path) -> None:
     gate = threading.Event()
-    memory = GatedFake(responses=[RETRIEVE, revise_reply(REVISED)], gate=gate, gate_from=1)
+    memory = _gated(FakeChat(responses=[RETRIEVE, revise_reply(REVISED)]), gate, after=1)
     app, evolver = _wrapped(memory, BackgroundConfig(journal=tmp_path / "jobs.sqlite"))
     out = _ask(app, bank_url)
     assert out["messages"][-1].content == "6" and out["update"] is None
@@ -148,7 +142,7 @@ def test_delay_holds_a_job_and_flush_waives_it(bank_url, tmp_path) -> None:
 
 
 def test_a_newer_run_of_a_thread_supersedes_its_pending_update(bank_url, tmp_path) -> None:
-    memory = RecordingFake(responses=[RETRIEVE, RETRIEVE, RETRIEVE, revise_reply(REVISED)])
+    memory = FakeChat(responses=[RETRIEVE, RETRIEVE, RETRIEVE, revise_reply(REVISED)])
     config = BackgroundConfig(delay_s=3600, journal=tmp_path / "jobs.sqlite")
     app, evolver = _wrapped(memory, config)
     first = _ask(app, bank_url, "t1")["evolve_job"]
@@ -233,7 +227,7 @@ def test_a_job_whose_bank_is_the_graphs_store_recovers_with_that_store(tmp_path,
     config = BackgroundConfig(delay_s=3600, journal=tmp_path / "jobs.sqlite")
     graph = add_memory(
         _agent(),
-        model=RecordingFake(responses=[RETRIEVE]),
+        model=FakeChat(responses=[RETRIEVE]),
         sid_generator=FixedGenerator([A]),
         evolve="background",
         background=config,
@@ -242,7 +236,7 @@ def test_a_job_whose_bank_is_the_graphs_store_recovers_with_that_store(tmp_path,
     first = background_of(graph)
     assert first.job(out["evolve_job"]).uses_store
     first.shutdown(wait=False)  # the process goes away with the job still queued
-    memory = RecordingFake(responses=[revise_reply(REVISED)])
+    memory = FakeChat(responses=[revise_reply(REVISED)])
     later = BackgroundEvolver(
         evolver_run(build_evolver_graph(memory, sid_generator=FixedGenerator([A]))), config
     )
@@ -293,9 +287,7 @@ def test_a_crashed_process_leaves_its_jobs_in_the_journal_and_recover_writes_the
         timeout=120,
     )
     assert proc.returncode == 3, proc.stderr
-    memory = RecordingFake(
-        responses=[revise_reply(REVISED), revise_reply("Multiply price by count.")]
-    )
+    memory = FakeChat(responses=[revise_reply(REVISED), revise_reply("Multiply price by count.")])
     evolver = BackgroundEvolver(
         evolver_run(build_evolver_graph(memory, sid_generator=FixedGenerator([A]))),
         BackgroundConfig(journal=journal),
@@ -321,7 +313,7 @@ def test_errors_are_recorded_and_logged_never_raised(bank_url, tmp_path, caplog)
     assert job.error["type"] == "RuntimeError" and "bank server is down" in job.error["message"]
     assert any(job.id in r.getMessage() for r in caplog.records)
     # MemEvolver's own refusal (an insert of nothing) is the job's recorded rejection.
-    memory = RecordingFake(responses=[RETRIEVE, '{"op": "revise", "sid": "", "payload": 7}'])
+    memory = FakeChat(responses=[RETRIEVE, '{"op": "revise", "sid": "", "payload": 7}'])
     app, evolver = _wrapped(memory, BackgroundConfig(journal=None))
     out = _ask(app, bank_url)
     assert out["messages"][-1].content == "6" and out["evolve_error"] is None
@@ -339,7 +331,7 @@ def test_errors_are_recorded_and_logged_never_raised(bank_url, tmp_path, caplog)
 
 
 def test_the_closed_loop_queues_its_update(bank_url, tmp_path) -> None:
-    chat = RecordingFake(responses=[*LOOP_RETRIEVE, *EXECUTE, *FINISH, revise_reply(REVISED)])
+    chat = FakeChat(responses=[*LOOP_RETRIEVE, *EXECUTE, *FINISH, revise_reply(REVISED)])
     graph = build_genmem_graph(
         chat,
         sid_generator=FixedGenerator([A]),
@@ -365,7 +357,7 @@ def test_the_closed_loop_queues_its_update(bank_url, tmp_path) -> None:
 
 def test_bad_settings() -> None:
     agent = _agent()
-    memory = RecordingFake(responses=[])
+    memory = FakeChat(responses=[])
     with pytest.raises(ValueError, match="evolve='soon'"):
         add_memory(agent, model=memory, evolve="soon")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="pass both or neither"):
@@ -425,9 +417,7 @@ def test_background_evolution_on_the_default_model(bank_url, tmp_path) -> None:
 def test_the_served_update_graph_starts_afresh_on_a_thread_of_many_updates(bank_url) -> None:
     from genmem.graph.background_server import build_evolver_job_graph
 
-    memory = RecordingFake(
-        responses=[revise_reply(REVISED), revise_reply("Multiply price by count.")]
-    )
+    memory = FakeChat(responses=[revise_reply(REVISED), revise_reply("Multiply price by count.")])
     app = build_evolver_job_graph(memory, sid_generator=FixedGenerator([A])).compile(
         checkpointer=InMemorySaver()
     )
@@ -439,5 +429,5 @@ def test_the_served_update_graph_starts_afresh_on_a_thread_of_many_updates(bank_
     assert one["update"]["version_after"] == 2 and two["update"]["version_after"] == 3
     assert [e["kind"] for e in two["events"]] == ["applied"]  # this run's events only
     # The second decision read the entry the first one wrote, and none of its messages.
-    assert REVISED in memory.prompts[1] and revise_reply(REVISED) not in memory.prompts[1]
+    assert REVISED in memory.texts()[1] and revise_reply(REVISED) not in memory.texts()[1]
     assert open_bank(bank_url).get(A).payload == "Multiply price by count."

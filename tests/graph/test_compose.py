@@ -6,15 +6,14 @@ from typing import Any
 
 import pytest
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from pydantic import Field
+from langchain_core.messages import BaseMessage
 
 from genmem.graph.compose import ComposeConfig, build_decompose_graph, build_fuse_graph
 from genmem.memory.location import open_bank
 from genmem.memory.sid import DEFAULT_SPEC, SID
 from genmem.memory.sqlite_store import SQLiteBankStore
 from tests.conftest import TEST_HASH
+from tests.fakes import FakeChat, by_role
 from tests.graph.test_retriever import FixedGenerator
 
 A, B, C = SID((3, 0, 7, 1)), SID((3, 0, 7, 2)), SID((3, 0, 5, 0))
@@ -29,29 +28,6 @@ FUSED = (
 )
 
 
-class Scripted(BaseChatModel):
-    """Replies by role from a script; records every system prompt it was sent."""
-
-    replies: dict[str, Any]
-    seen: list[str] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted"
-
-    def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kw: Any):
-        system = str(messages[0].content)
-        self.seen.append(system)
-        user = str(messages[-1].content)
-        if "rate from 0 to 10" in system:
-            body = self.replies["judge"](user) if callable(self.replies["judge"]) else "5"
-        elif "rewrite one entry" in system:
-            body = self.replies["rebuild"]
-        else:
-            body = self.replies["fuse"]
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(body))])
-
-
 @pytest.fixture
 def bank_url(tmp_path) -> str:
     bank = SQLiteBankStore(tmp_path / "bank.db").create_bank(
@@ -62,13 +38,19 @@ def bank_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path}/bank.db?bank=b"
 
 
+def _chat(**replies: Any) -> FakeChat:
+    """Replies by role: ``fuse`` to a fusion, ``judge`` to the pair judge, ``rebuild`` to a
+    decomposition's rewrite; a call of another role fails."""
+    return FakeChat(reply=by_role(**replies))
+
+
 def _fuse(bank_url: str, chat: BaseChatModel, at: SID, sids: list[str]) -> dict[str, Any]:
     app = build_fuse_graph(chat, sid_generator=FixedGenerator([at])).compile()
     return app.invoke({"sids": sids}, context={"bank_url": bank_url})
 
 
 def test_fusion_inserts_one_entry_with_both_sources_in_its_provenance(bank_url) -> None:
-    out = _fuse(bank_url, Scripted(replies={"fuse": FUSED}), C, [str(A), str(B)])
+    out = _fuse(bank_url, _chat(fuse=FUSED), C, [str(A), str(B)])
     assert out["error"] is None and out["sid"] == str(C) and out["addresser"] == "custom"
     assert (out["update"]["op"], out["update"]["outcome"]) == ("insert", "inserted")
     bank = open_bank(bank_url)
@@ -82,7 +64,7 @@ def test_fusion_inserts_one_entry_with_both_sources_in_its_provenance(bank_url) 
 
 
 def test_fusion_onto_an_occupied_slot_revises_it_and_keeps_the_old_version(bank_url) -> None:
-    out = _fuse(bank_url, Scripted(replies={"fuse": FUSED}), A, [str(A), str(B)])
+    out = _fuse(bank_url, _chat(fuse=FUSED), A, [str(A), str(B)])
     assert out["update"]["outcome"] == "revised" and out["expected"] == 1
     bank = open_bank(bank_url)
     assert [v.payload for v in bank.history(A)] == [EGGS, FUSED]
@@ -91,12 +73,12 @@ def test_fusion_onto_an_occupied_slot_revises_it_and_keeps_the_old_version(bank_
 def test_a_join_of_the_sources_and_junk_are_refused_and_logged(bank_url) -> None:
     bank = open_bank(bank_url)
     before = len(bank.events())
-    joined = _fuse(bank_url, Scripted(replies={"fuse": f"{EGGS}\n{MILK}"}), C, [str(A), str(B)])
+    joined = _fuse(bank_url, _chat(fuse=f"{EGGS}\n{MILK}"), C, [str(A), str(B)])
     assert (joined["update"]["outcome"], joined["update"]["reason"]) == ("rejected", "copied")
-    junk = _fuse(bank_url, Scripted(replies={"fuse": "1234567890 1234567890"}), C, [str(A), str(B)])
+    junk = _fuse(bank_url, _chat(fuse="1234567890 1234567890"), C, [str(A), str(B)])
     assert junk["update"]["outcome"] == "rejected"
     # an answer is not an experience: the default model's fusions included this one
-    answer = _fuse(bank_url, Scripted(replies={"fuse": "The answer is yes."}), C, [str(A), str(B)])
+    answer = _fuse(bank_url, _chat(fuse="The answer is yes."), C, [str(A), str(B)])
     assert (answer["update"]["outcome"], answer["update"]["reason"]) == ("rejected", "empty")
     assert bank.get(C) is None
     assert [e.outcome for e in bank.events()[before:]] == ["rejected"] * 3
@@ -113,26 +95,27 @@ def test_a_join_of_the_sources_and_junk_are_refused_and_logged(bank_url) -> None
     ],
 )
 def test_bad_input_calls_no_model_and_changes_nothing(bank_url, sids, kind) -> None:
-    chat = Scripted(replies={"fuse": FUSED})
+    chat = _chat(fuse=FUSED)
     bank = open_bank(bank_url)
     before = len(bank.events())
     out = _fuse(bank_url, chat, C, sids)
     assert out["error"]["kind"] == kind and out["update"] is None
-    assert chat.seen == [] and len(bank.events()) == before
+    assert chat.prompts == [] and len(bank.events()) == before
 
 
 def test_a_read_only_bank_is_refused_before_the_model_runs(bank_url) -> None:
     bank = open_bank(bank_url)
     bank.snapshot("t0")
-    chat = Scripted(replies={"fuse": FUSED})
+    chat = _chat(fuse=FUSED)
     out = _fuse(f"{bank_url}@t0", chat, C, [str(A), str(B)])
-    assert out["error"]["kind"] == "read_only" and chat.seen == []
+    assert out["error"]["kind"] == "read_only" and chat.prompts == []
     with pytest.raises(ValueError, match="neighbours"):
         ComposeConfig(neighbours=1)
 
 
-def _judge(user: str) -> str:
+def _judge(messages: list[BaseMessage]) -> str:
     """Scores 9 for the pair that holds the milk entry and the cheese one, else 2."""
+    user = str(messages[-1].content)
     return "Score: 9" if "litres" in user and "cheese" in user else "2 out of 10"
 
 
@@ -147,7 +130,7 @@ def test_decomposition_picks_the_best_pair_and_rebuilds_the_target(bank_url) -> 
         "Problem type: daily sales of dairy.\n1. Subtract what the family uses from the daily "
         "litres.\n2. Find the price per unit.\n3. Multiply what is left by that price."
     )
-    chat = Scripted(replies={"judge": _judge, "rebuild": rebuilt})
+    chat = _chat(judge=_judge, rebuild=rebuilt)
     app = build_decompose_graph(chat, config=ComposeConfig(neighbours=3)).compile()
     out = app.invoke({"sid": str(target)}, context={"bank_url": bank_url})
     # the nearest three: the two siblings under <3,0,7>, then the cousin under <3,0>
@@ -164,7 +147,7 @@ def test_decomposition_picks_the_best_pair_and_rebuilds_the_target(bank_url) -> 
 
 def test_decomposition_without_a_pair_or_a_score_writes_nothing(bank_url) -> None:
     bank = open_bank(bank_url)
-    chat = Scripted(replies={"judge": lambda user: "no idea", "rebuild": "x"})
+    chat = _chat(judge="no idea", rebuild="x")
     app = build_decompose_graph(chat).compile()
     out = app.invoke({"sid": str(A)}, context={"bank_url": bank_url})
     assert out["error"]["kind"] == "no_pair"  # only B is left: one neighbour
@@ -190,9 +173,9 @@ def test_an_empty_reply_deletes_nothing_it_is_refused(bank_url, reply: str) -> N
     """Found by fuzzing (tests/fuzz_targets.py): an empty fused or rebuilt entry was a revision
     with an empty payload, that is a deletion, which the gate never sees."""
     before = [(e.sid, e.version, e.payload) for e in open_bank(bank_url).entries()]
-    out = _fuse(bank_url, Scripted(replies={"fuse": reply}), A, [str(A), str(B)])
+    out = _fuse(bank_url, _chat(fuse=reply), A, [str(A), str(B)])
     assert (out["update"]["outcome"], out["update"]["reason"]) == ("rejected", "empty")
-    app = build_decompose_graph(Scripted(replies={"judge": "7", "rebuild": reply})).compile()
+    app = build_decompose_graph(_chat(judge="7", rebuild=reply)).compile()
     bank = open_bank(bank_url)
     bank.insert(C, FUSED)
     out = app.invoke({"sid": str(C)}, context={"bank_url": bank_url})
@@ -207,11 +190,11 @@ def test_a_composition_may_not_copy_another_entry_over_its_target(bank_url) -> N
     rebuilt target could become a verbatim copy of a neighbour it read."""
     bank = open_bank(bank_url)
     bank.insert(C, FUSED)
-    app = build_decompose_graph(Scripted(replies={"judge": "7", "rebuild": MILK})).compile()
+    app = build_decompose_graph(_chat(judge="7", rebuild=MILK)).compile()
     out = app.invoke({"sid": str(C)}, context={"bank_url": bank_url})
     assert (out["update"]["outcome"], out["update"]["reason"]) == ("rejected", "copied")
     assert [v.payload for v in bank.history(C)] == [FUSED]
     # fusing onto A: a copy of B over it is refused the same way
-    copy_b = _fuse(bank_url, Scripted(replies={"fuse": MILK}), A, [str(A), str(B)])
+    copy_b = _fuse(bank_url, _chat(fuse=MILK), A, [str(A), str(B)])
     assert (copy_b["update"]["outcome"], copy_b["update"]["reason"]) == ("rejected", "copied")
     assert [v.payload for v in bank.history(A)] == [EGGS]

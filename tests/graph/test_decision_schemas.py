@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.runnables import RunnableLambda
-from pydantic import Field
 
 from genmem.graph.decision_schemas import (
     CHOICES,
@@ -22,6 +17,7 @@ from genmem.graph.decision_schemas import (
 from genmem.graph.planner_actions import parse_decision
 from genmem.graph.stack import StackBudget
 from genmem.graph.stackplanner import StackPlannerConfig, build_stackplanner_graph
+from tests.fakes import FakeChat
 
 Q = "A pen costs $2. How much do 3 pens cost?"
 
@@ -77,28 +73,10 @@ def test_one_piece_schema_limits_entries_to_the_stack() -> None:
     assert empty["op"]["enum"] == ["update"] and empty["entries"]["maxItems"] == 0
 
 
-class SchemaFake(FakeListChatModel):
-    """A chat model that answers schema-constrained calls from a script and records them."""
-
-    replies: list[dict[str, Any]] = Field(default_factory=list)
-    calls: list[tuple[dict[str, Any], list[Any]]] = Field(default_factory=list)
-
-    def with_structured_output(self, schema: Any, *, method: str = "", **kwargs: Any) -> Any:
-        if method != "json_schema":
-            raise NotImplementedError(method)
-
-        def answer(messages: list[Any]) -> dict[str, Any]:
-            self.calls.append((schema, list(messages)))
-            reply = self.replies.pop(0)
-            return {"raw": AIMessage(json.dumps(reply)), "parsed": reply, "parsing_error": None}
-
-        return RunnableLambda(answer)
-
-
 def test_planner_takes_structured_decisions_in_two_stages() -> None:
-    lead = SchemaFake(
+    lead = FakeChat(
         responses=["unused"],
-        replies=[
+        structured=[
             {"thought": "solver first", "action": "delegate"},
             {"action": "delegate", "agent": "solver", "task": "3 pens at $2?"},
             {"thought": "it reported 6", "action": "finish"},
@@ -109,13 +87,13 @@ def test_planner_takes_structured_decisions_in_two_stages() -> None:
     app = build_stackplanner_graph(lead, subagent_model=sub).compile()
     out = app.invoke({"query": Q})
     assert out["answer"] == "6" and out["status"] == "finished"
-    schemas = [schema for schema, _ in lead.calls]
+    schemas = [asked.schema for asked in lead.asked]
     assert schemas[0]["properties"]["action"]["enum"] == ["delegate", "plan"]  # empty stack
     assert schemas[1]["properties"]["action"]["enum"] == ["delegate"]
     assert schemas[2]["properties"]["action"]["enum"] == list(CHOICES)  # a report is on it
     assert schemas[3]["properties"]["answer"]["maxLength"] == 200
     # stage two sees stage one's reply and an instruction for the chosen action
-    _, follow = lead.calls[1]
+    follow = lead.asked[1].messages
     assert isinstance(follow[-2], AIMessage) and '"delegate"' in follow[-2].content
     assert isinstance(follow[-1], HumanMessage) and "delegation" in follow[-1].content
     # the short prompt: the schemas carry the format, so no JSON examples to copy
@@ -127,7 +105,7 @@ def test_planner_takes_structured_decisions_in_two_stages() -> None:
 
 def test_one_stage_when_configured() -> None:
     decision = {"thought": "t", "action": {"action": "delegate", "agent": "solver", "task": Q}}
-    lead = SchemaFake(responses=["unused"], replies=[decision])
+    lead = FakeChat(responses=["unused"], structured=[decision])
     sub = FakeListChatModel(responses=["<answer>6</answer>"])
     cfg = StackPlannerConfig(two_stage=False, budget=StackBudget(max_steps=1))
     out = (
@@ -135,32 +113,27 @@ def test_one_stage_when_configured() -> None:
         .compile()
         .invoke({"query": Q})
     )
-    (schema, messages) = lead.calls[0]
+    schema, _, messages = lead.asked[0]
     assert "$defs" in schema and "Example" in messages[0].content
     assert out["answer"] == "6" and out["status"] == "budget"
 
 
 def test_subagent_sees_the_overall_task_when_the_delegation_is_terse() -> None:
-    lead = SchemaFake(
+    lead = FakeChat(
         responses=["unused"],
-        replies=[
+        structured=[
             {"thought": "go", "action": "delegate"},
             {"action": "delegate", "agent": "solver", "task": "compute it"},
         ],
     )
-    seen: list[Any] = []
-
-    class Sub(FakeListChatModel):
-        def _call(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[override]
-            seen.append(messages[-1].content)
-            return super()._call(messages, stop, run_manager, **kwargs)
-
+    sub = FakeChat(responses=["it is 6"])
     cfg = StackPlannerConfig(budget=StackBudget(max_steps=1))
     out = (
-        build_stackplanner_graph(lead, subagent_model=Sub(responses=["it is 6"]), config=cfg)
+        build_stackplanner_graph(lead, subagent_model=sub, config=cfg)
         .compile()
         .invoke({"query": Q})
     )
+    seen = [str(messages[-1].content) for messages in sub.prompts]
     assert Q in seen[0] and seen[0].endswith("compute it")
     # no report stated an answer: the latest report's last line stands, no fallback run
     assert out["answer"] == "it is 6" and len(seen) == 1
@@ -176,9 +149,9 @@ def test_stages_drop_a_repeated_entry_id() -> None:
 
 def test_a_cut_off_first_stage_without_an_action_is_an_invalid_decision() -> None:
     """A reply truncated at the token cap may parse as JSON with no "action": no crash."""
-    lead = SchemaFake(
+    lead = FakeChat(
         responses=["unused"],
-        replies=[
+        structured=[
             {"thought": "I will first"},  # cut off before its "action"
             {"thought": "solver", "action": "delegate"},
             {"action": "delegate", "agent": "solver", "task": "3 pens at $2?"},
@@ -189,4 +162,4 @@ def test_a_cut_off_first_stage_without_an_action_is_an_invalid_decision() -> Non
     sub = FakeListChatModel(responses=["<answer>6</answer>"])
     out = build_stackplanner_graph(lead, subagent_model=sub).compile().invoke({"query": Q})
     assert out["answer"] == "6" and out["status"] == "finished"
-    assert len(lead.calls) == 5  # the unreadable first stage was asked again, not followed up
+    assert len(lead.asked) == 5  # the unreadable first stage was asked again, not followed up

@@ -8,22 +8,18 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import (
-    FakeListChatModel,
-    FakeMessagesListChatModel,
-)
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.graph import StateGraph
-from pydantic import Field
 
 from genmem.graph.embed import add_memory, memory_tools, trajectory_from_messages
 from genmem.graph.retriever import MemoryContext
 from genmem.memory.location import open_bank
 from genmem.memory.sid import DEFAULT_SPEC, SID
 from tests.conftest import TEST_HASH
+from tests.fakes import FakeChat
 from tests.graph._banks import A, one_entry_bank, revise_reply
-from tests.graph.test_loop import RecordingFake
 from tests.graph.test_retriever import FixedGenerator
 
 FAR = SID((40, 2, 2, 2))
@@ -32,19 +28,6 @@ PAYLOAD = "Find the price of one item first."
 SUPPORT = "Price of one, times the count."
 RETRIEVE = f"<answer>{SUPPORT}</answer>"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "memory_around_create_agent.py"
-
-
-class ToolCallingFake(FakeMessagesListChatModel):
-    """Replies with the given messages in turn and keeps every prompt; tools bind to itself."""
-
-    prompts: list[list[BaseMessage]] = Field(default_factory=list)
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> ToolCallingFake:  # type: ignore[override]
-        return self
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[override]
-        self.prompts.append(list(messages))
-        return super()._generate(messages, stop, run_manager, **kwargs)
 
 
 @tool
@@ -57,8 +40,8 @@ def _call(name: str, args: dict[str, Any], call_id: str = "call-1") -> AIMessage
     return AIMessage("", tool_calls=[{"name": name, "args": args, "id": call_id}])
 
 
-def _solver() -> ToolCallingFake:
-    return ToolCallingFake(responses=[_call("multiply", {"a": 3, "b": 2}), AIMessage("6")])
+def _solver() -> FakeChat:
+    return FakeChat(responses=[_call("multiply", {"a": 3, "b": 2}), AIMessage("6")])
 
 
 @pytest.fixture
@@ -66,8 +49,8 @@ def bank_url(tmp_path) -> str:
     return one_entry_bank(tmp_path, PAYLOAD)
 
 
-def _wrapped(agent_model: ToolCallingFake, memory_replies: list[str], sids=(A,), **kwargs: Any):
-    memory = RecordingFake(responses=memory_replies)
+def _wrapped(agent_model: FakeChat, memory_replies: list[str], sids=(A,), **kwargs: Any):
+    memory = FakeChat(responses=memory_replies)
     agent = create_agent(agent_model, tools=[multiply])
     graph = add_memory(agent, model=memory, sid_generator=FixedGenerator(sids), **kwargs)
     return memory, graph.compile()
@@ -115,7 +98,7 @@ def test_evolve_mode_gives_the_agent_support_and_writes_its_experience(bank_url)
     assert out["events"][1] == {"node": "agent", "kind": "finished", "answer": "6", "steps": 1}
     bank = open_bank(bank_url)
     assert len(bank.history(A)) == 2 and bank.get(A).actor == "mem_evolver"
-    assert "[0] agent tool" in memory.prompts[-1] and "Final answer: 6" in memory.prompts[-1]
+    assert "[0] agent tool" in memory.texts()[-1] and "Final answer: 6" in memory.texts()[-1]
 
 
 def test_read_only_mode_never_writes(bank_url) -> None:
@@ -137,7 +120,7 @@ def test_no_memory_mode_runs_the_agent_alone(bank_url) -> None:
     assert out["messages"][-1].content == "6"
     assert out["sid"] is None and out["support"] is None and out["retrieved"] == []
     assert [e["node"] for e in out["events"]] == ["agent"]
-    assert not any("retrieved_experience" in _texts(p) for p in solver.prompts)
+    assert not any("retrieved_experience" in p for p in solver.texts())
     assert [type(m).__name__ for m in solver.prompts[0]] == ["HumanMessage"]
 
 
@@ -155,8 +138,8 @@ def test_nothing_retrieved_adds_no_support_message(bank_url) -> None:
 def test_a_thread_keeps_the_conversation_and_resets_per_run_keys(bank_url) -> None:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    solver = ToolCallingFake(responses=[AIMessage("6"), AIMessage("10")])
-    memory = RecordingFake(responses=[RETRIEVE])
+    solver = FakeChat(responses=[AIMessage("6"), AIMessage("10")])
+    memory = FakeChat(responses=[RETRIEVE])
     graph = add_memory(
         create_agent(solver, tools=[multiply]), model=memory, sid_generator=FixedGenerator([A])
     )
@@ -188,7 +171,7 @@ def test_query_key_addresses_memory_with_another_input(bank_url) -> None:
 
 def test_memory_tools_read_the_bank_from_the_context_or_bound(bank_url) -> None:
     def agent(bank=None):
-        model = ToolCallingFake(
+        model = FakeChat(
             responses=[_call("memory_lookup", {"sid_list": [str(A)]}), AIMessage("done")]
         )
         return create_agent(model, tools=memory_tools(bank), context_schema=MemoryContext)
@@ -289,11 +272,11 @@ def test_the_bank_can_live_in_the_graphs_store() -> None:
     store = InMemoryStore()
     bank = LangGraphBankStore(store).create_bank(spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
     bank.insert(A, PAYLOAD)
-    agent_model = ToolCallingFake(
+    agent_model = FakeChat(
         responses=[_call("memory_lookup", {"sid_list": [str(A)]}), AIMessage("6")]
     )
     agent = create_agent(agent_model, tools=memory_tools())
-    memory = RecordingFake(responses=[RETRIEVE, revise_reply("Price of one item, times count.")])
+    memory = FakeChat(responses=[RETRIEVE, revise_reply("Price of one item, times count.")])
     app = add_memory(agent, model=memory, sid_generator=FixedGenerator([A])).compile(store=store)
     out = app.invoke({"messages": [HumanMessage(Q)]})  # no context: the store holds the bank
     assert out["support"] == SUPPORT and PAYLOAD in out["messages"][2].content

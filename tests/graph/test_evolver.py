@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from langchain_core.language_models.fake_chat_models import (
-    FakeListChatModel,
-    FakeMessagesListChatModel,
-)
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.graph import StateGraph
-from pydantic import Field
 
 from genmem.graph.evolver import EvolverConfig, build_evolver_graph
 from genmem.graph.trajectory import StepRecord, Trajectory
@@ -22,6 +16,7 @@ from genmem.memory.gate import check_payload
 from genmem.memory.location import open_bank
 from genmem.memory.sid import SID
 from genmem.policies.backends import load_chat_model
+from tests.fakes import FakeChat
 from tests.graph._banks import A, one_entry_bank
 from tests.graph.test_retriever import FixedGenerator
 
@@ -37,29 +32,6 @@ TRAJECTORY = Trajectory(
     answer="15",
     status="finished",
 )
-
-
-class RecordingChat(FakeListChatModel):
-    """Text replies from a list; keeps what it was shown and can act before answering."""
-
-    seen: list[list[BaseMessage]] = Field(default_factory=list)
-    before: Callable[[], None] | None = None
-
-    def _call(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> str:
-        self.seen.append(list(messages))
-        if self.before is not None:
-            self.before()
-        return super()._call(messages, *args, **kwargs)
-
-
-class ToolCallingChat(FakeMessagesListChatModel):
-    """Canned AI messages, and a ``bind_tools`` that records what it was asked to force."""
-
-    bound: list[tuple[list[str], Any]] = Field(default_factory=list)
-
-    def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> Any:
-        self.bound.append(([getattr(t, "__name__", str(t)) for t in tools], tool_choice))
-        return self
 
 
 def _decision(op: str, payload: str, sid: SID | str | None = None, **extra: Any) -> str:
@@ -80,7 +52,7 @@ def bank(bank_url) -> Bank:
 
 
 def _graph(replies: list[str] | Any, sid: SID, **config: Any):
-    chat = replies if not isinstance(replies, list) else RecordingChat(responses=replies)
+    chat = replies if not isinstance(replies, list) else FakeChat(responses=replies)
     cfg = EvolverConfig(**config) if config else None
     return build_evolver_graph(chat, sid_generator=FixedGenerator([sid]), config=cfg)
 
@@ -142,7 +114,7 @@ def test_a_respelt_payload_is_kept_and_the_gate_can_be_turned_off(bank_url, bank
 
 def test_insert_into_an_empty_slot(bank_url, bank) -> None:
     gen = FixedGenerator([FAR])
-    chat = RecordingChat(responses=[_decision("insert", NEW, FAR)])
+    chat = FakeChat(responses=[_decision("insert", NEW, FAR)])
     graph = build_evolver_graph(chat, sid_generator=gen)
     out = _run(graph, bank_url, outcome="success")
     assert out["sid"] == str(FAR)
@@ -160,20 +132,20 @@ def test_insert_into_an_empty_slot(bank_url, bank) -> None:
     calls = [m for m in out["messages"] if isinstance(m, AIMessage) and m.tool_calls]
     assert len(calls) == 1 and calls[0].tool_calls[0]["args"] == {"sid_list": [str(FAR)]}
     assert any(isinstance(m, ToolMessage) for m in out["messages"])
-    assert "is empty" in chat.seen[0][-1].content
+    assert "is empty" in chat.prompts[0][-1].content
     # Neighbours that share a prefix are shown, but the slot itself was empty.
     assert all(h["match_depth"] < 4 for h in out["retrieved"])
 
 
 def test_revise_an_occupied_slot(bank_url, bank) -> None:
-    chat = RecordingChat(responses=[_decision("revise", NEW, A)])
+    chat = FakeChat(responses=[_decision("revise", NEW, A)])
     out = _run(_graph(chat, A), bank_url)
     assert out["update"]["outcome"] == "revised"
     assert (out["update"]["version_before"], out["update"]["version_after"]) == (1, 2)
     assert bank.get(A).payload == NEW and bank.get(A).version == 2
     assert [v.payload for v in bank.history(A)] == [OLD, NEW]
     assert [h["sid"] for h in out["retrieved"]] == [str(A)]
-    assert "version 1" in chat.seen[0][-1].content
+    assert "version 1" in chat.prompts[0][-1].content
 
 
 def test_same_text_is_a_retention(bank_url, bank) -> None:
@@ -201,7 +173,7 @@ def test_blank_sid_means_the_slot_that_was_read(bank_url, bank) -> None:
 
 def test_tool_calling_model_is_forced_to_the_decision_schema(bank_url, bank) -> None:
     args = json.loads(_decision("insert", NEW, FAR))
-    chat = ToolCallingChat(
+    chat = FakeChat(
         responses=[AIMessage("", tool_calls=[{"name": "EvolverDecision", "args": args, "id": "1"}])]
     )
     out = _run(_graph(chat, FAR), bank_url)
@@ -262,14 +234,14 @@ def test_invalid_decisions_on_an_empty_slot(bank_url, bank, reply: str, kind: st
 def test_malformed_tool_call_is_rejected(bank_url, bank) -> None:
     before = bank.stats().events
     bad = {"name": "EvolverDecision", "args": '{"op": "insert", "payl', "id": "1", "error": "x"}
-    chat = ToolCallingChat(responses=[AIMessage("", invalid_tool_calls=[bad])])
+    chat = FakeChat(responses=[AIMessage("", invalid_tool_calls=[bad])])
     out = _run(_graph(chat, FAR, max_retries=0), bank_url)
     assert out["error"]["kind"] == "invalid_output" and out["error"]["output"].startswith('{"op"')
     _assert_unchanged(bank, before)
 
 
 def test_a_second_answer_after_the_error_is_fed_back(bank_url, bank) -> None:
-    chat = RecordingChat(responses=[_decision("insert", NEW, A), _decision("revise", NEW, A)])
+    chat = FakeChat(responses=[_decision("insert", NEW, A), _decision("revise", NEW, A)])
     out = _run(_graph(chat, A, max_retries=1), bank_url)
     assert out["update"]["outcome"] == "revised" and out["error"] is None
     assert out["attempts"] == 2
@@ -277,19 +249,19 @@ def test_a_second_answer_after_the_error_is_fed_back(bank_url, bank) -> None:
         ("rejected", "wrong_op"),
         ("applied", None),
     ]
-    feedback = chat.seen[1][-1]
+    feedback = chat.prompts[1][-1]
     assert isinstance(feedback, HumanMessage) and "rejected" in feedback.content
     assert "revise" in feedback.content and str(A) in feedback.content
     # The rejected reply went back as text: no tool call is left without its result.
-    assert chat.seen[1][-2].content == _decision("insert", NEW, A)
+    assert chat.prompts[1][-2].content == _decision("insert", NEW, A)
     assert bank.get(A).version == 2
 
 
 def test_retries_run_out(bank_url, bank) -> None:
     before = bank.stats().events
-    chat = RecordingChat(responses=["no idea", "still no idea", "unused"])
+    chat = FakeChat(responses=["no idea", "still no idea", "unused"])
     out = _run(_graph(chat, A, max_retries=1), bank_url)
-    assert len(chat.seen) == 2 and out["attempts"] == 2
+    assert len(chat.prompts) == 2 and out["attempts"] == 2
     assert [e["kind"] for e in out["events"]] == ["rejected", "rejected"]
     assert out["error"]["kind"] == "invalid_output" and out["update"] is None
     _assert_unchanged(bank, before)
@@ -309,7 +281,7 @@ def test_read_only_snapshot_is_rejected(bank_url, bank, tmp_path) -> None:
 
 
 def test_a_concurrent_write_wins_over_a_stale_revision(bank_url, bank) -> None:
-    chat = RecordingChat(responses=[_decision("revise", NEW, A)])
+    chat = FakeChat(responses=[_decision("revise", NEW, A)])
     chat.before = lambda: bank.revise(A, "written by another agent meanwhile")
     out = _run(_graph(chat, A), bank_url)
     assert out["error"]["kind"] == "version_conflict" and out["update"] is None
@@ -317,11 +289,11 @@ def test_a_concurrent_write_wins_over_a_stale_revision(bank_url, bank) -> None:
 
 
 def test_no_address_means_no_lookup(bank_url, bank) -> None:
-    chat = RecordingChat(responses=["unused"])
+    chat = FakeChat(responses=["unused"])
     graph = build_evolver_graph(chat, sid_generator=FixedGenerator([]))
     out = _run(graph, bank_url)
     assert out["sid"] is None and out["error"]["kind"] == "no_address"
-    assert not chat.seen and not out.get("messages")
+    assert not chat.prompts and not out.get("messages")
 
 
 # -- bad input and configuration -----------------------------------------------------------------
@@ -344,7 +316,7 @@ def test_bad_input_raises(bank_url) -> None:
 def test_text_trajectory_is_accepted(bank_url, bank) -> None:
     gen = FixedGenerator([FAR])
     graph = build_evolver_graph(
-        RecordingChat(responses=[_decision("insert", NEW, FAR)]), sid_generator=gen
+        FakeChat(responses=[_decision("insert", NEW, FAR)]), sid_generator=gen
     )
     out = _run(graph, bank_url, trajectory="coordinator planned; solver computed 15")
     assert out["update"]["outcome"] == "inserted"

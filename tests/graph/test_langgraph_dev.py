@@ -372,16 +372,16 @@ def test_background_updates_start_as_server_runs(
         start_server_update,
     )
     from genmem.graph.embed import add_memory
-    from tests.graph.test_embed import RETRIEVE, ToolCallingFake
-    from tests.graph.test_loop import RecordingFake
+    from tests.fakes import FakeChat
+    from tests.graph.test_embed import RETRIEVE
     from tests.graph.test_retriever import FixedGenerator
 
     before = len(_bank_events(bank_url))
     sid = SID((0, 0, 0, 0))  # the first seed's slot
-    agent = create_agent(ToolCallingFake(responses=[AIMessage("6"), AIMessage("6")]), tools=[])
+    agent = create_agent(FakeChat(responses=[AIMessage("6"), AIMessage("6")]), tools=[])
     graph = add_memory(
         agent,
-        model=RecordingFake(responses=[RETRIEVE, RETRIEVE]),
+        model=FakeChat(responses=[RETRIEVE, RETRIEVE]),
         sid_generator=FixedGenerator([sid]),
         evolve="background",
         background=ServerBackground(url=dev_server.url, delay_s=3600),

@@ -7,11 +7,10 @@ import re
 from typing import Any
 
 import pytest
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
-from pydantic import Field
 
 from genmem.graph.loop import build_genmem_graph
 from genmem.memory.location import open_bank
+from tests.fakes import FakeChat
 from tests.graph._banks import A, one_entry_bank, revise_reply
 from tests.graph.test_retriever import FixedGenerator
 
@@ -20,19 +19,6 @@ Q = "Pens cost $2 each. How much do 3 pens cost?"
 
 def _act(action: str, **fields: Any) -> str:
     return json.dumps({"thought": "t", "action": {"action": action, **fields}})
-
-
-class RecordingFake(FakeListChatModel):
-    """A FakeListChatModel that keeps every prompt it was given."""
-
-    prompts: list[str] = Field(default_factory=list)
-    inputs: list[str] = Field(default_factory=list)
-    """Each call's messages without the system prompt: what the run put in front of the model."""
-
-    def _call(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[override]
-        self.prompts.append("\n".join(str(m.content) for m in messages))
-        self.inputs.append("\n".join(str(m.content) for m in messages if m.type != "system"))
-        return super()._call(messages, stop, run_manager, **kwargs)
 
 
 RETRIEVE = ["<answer>Price of one, times the count.</answer>"]
@@ -46,7 +32,7 @@ def bank_url(tmp_path) -> str:
 
 
 def _app(responses: list[str], **kwargs: Any):
-    chat = RecordingFake(responses=responses)
+    chat = FakeChat(responses=responses)
     graph = build_genmem_graph(
         chat,
         sid_generator=FixedGenerator([A]),
@@ -66,8 +52,8 @@ def test_evolve_mode_retrieves_executes_and_writes(bank_url) -> None:
     bank = open_bank(bank_url)
     assert len(bank.history(A)) == 2 and bank.get(A).actor == "mem_evolver"
     # The reference is used for scoring only: no prompt ever contains it, nor a verdict from it.
-    assert not any("reference" in p.lower() for p in chat.prompts)
-    evolver_prompt = chat.prompts[-1]
+    assert not any("reference" in p.lower() for p in chat.texts())
+    evolver_prompt = chat.texts()[-1]
     assert "[0] coordinator delegate" in evolver_prompt
     assert "Outcome" not in evolver_prompt and "success" not in evolver_prompt
 
@@ -79,7 +65,7 @@ def test_no_prompt_sees_the_reference_or_a_verdict_from_it(bank_url, reference) 
     out = app.invoke({"query": Q, "reference": reference}, context={"bank_url": bank_url})
     assert out["score"] == float(reference == "6") and out["outcome"] is None
     assert len(chat.prompts) == 5 and out["update"]["outcome"] == "revised"
-    for prompt, given in zip(chat.prompts, chat.inputs, strict=True):
+    for prompt, given in zip(chat.texts(), chat.texts(system=False), strict=True):
         if reference != "6":  # '6' is the agents' own answer, so it is in their prompts
             assert reference not in prompt
         assert not re.search(r"\b(success|succeeded|failure|failed|correct|wrong)\b", given)
@@ -101,7 +87,7 @@ def test_no_memory_mode_runs_the_planner_alone(bank_url) -> None:
     out = app.invoke({"query": Q, "mode": "no_memory"}, context={"bank_url": bank_url})
     assert out["answer"] == "6" and out.get("sid") is None and out.get("support") is None
     assert [e["node"] for e in out["events"]] == ["stackplanner"]
-    assert not any("\n</retrieved_experience>" in p for p in chat.prompts)
+    assert not any("\n</retrieved_experience>" in p for p in chat.texts())
 
 
 def test_invalid_evolver_output_changes_nothing(bank_url) -> None:
@@ -119,7 +105,7 @@ def test_a_given_outcome_reaches_memevolver_whatever_the_score(bank_url) -> None
         {"query": Q, "reference": "7", "outcome": "success"}, context={"bank_url": bank_url}
     )
     assert out["score"] == 0.0 and out["outcome"] == "success"
-    assert "Outcome:\nsuccess" in chat.prompts[-1]
+    assert "Outcome:\nsuccess" in chat.texts()[-1]
 
 
 def test_the_environments_own_verdict_reaches_memevolver(bank_url) -> None:
@@ -135,7 +121,7 @@ def test_the_environments_own_verdict_reaches_memevolver(bank_url) -> None:
     )
     out = app.invoke({"query": Q, "reference": "6"}, context={"bank_url": bank_url})
     assert seen == ["6"] and out["score"] == 1.0 and out["outcome"] == "failure"
-    assert "Outcome:\nfailure" in chat.prompts[-1]
+    assert "Outcome:\nfailure" in chat.texts()[-1]
 
 
 def test_bad_input(bank_url) -> None:

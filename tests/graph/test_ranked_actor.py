@@ -7,13 +7,10 @@ control flow; the real default model wins a game on its own in the slow test.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
-from pydantic import Field
 
 pytest.importorskip("textworld")
 
@@ -27,18 +24,7 @@ from genmem.graph.stackplanner import (
     default_subagents,
 )
 from genmem.policies.choice_scoring import ChoiceScoringUnavailable
-
-
-class ScoringFake(FakeListChatModel):
-    """A fake chat model that scores choices by a fixed order of preference."""
-
-    prefer: list[str] = Field(default_factory=list)
-    prompts: list[Any] = Field(default_factory=list)
-
-    def score_choices(self, messages: Sequence[Any], choices: Sequence[str]) -> list[float]:
-        self.prompts.append(list(messages))
-        rank = {c: i for i, c in enumerate(self.prefer)}
-        return [-float(rank.get(c, len(rank) + i)) for i, c in enumerate(choices)]
+from tests.fakes import ScoringChat
 
 
 @pytest.fixture(scope="module")
@@ -72,13 +58,13 @@ def test_the_tools_carry_the_valid_commands_as_an_artifact(env: TextWorldEnviron
 def test_preferred_walkthrough_wins_and_every_call_is_recorded(env: TextWorldEnvironment) -> None:
     task = env.tasks()[0]
     env.start(task)
-    model = ScoringFake(responses=["x"], prefer=env.walkthrough(task))
+    model = ScoringChat(responses=["x"], prefer=env.walkthrough(task))
     report, calls = RankedActor(_agent(env), model).run("play", task.query, support="lesson")
     env.finish(task)
     assert env.score(task, None).success
     assert [c["args"].get("command") for c in calls[1:]] == env.walkthrough(task)
     assert calls[0]["name"] == "textworld_reset" and "<answer>completed</answer>" in report
-    first = model.prompts[0][1].content
+    first = model.scored[0][1].content
     assert "<retrieved_experience>" in first and task.query.strip()[:40] in first
 
 
@@ -87,7 +73,7 @@ def test_a_command_that_changed_nothing_is_not_replayed_from_the_same_state(
 ) -> None:
     task = env.tasks()[1]
     env.start(task)
-    model = ScoringFake(responses=["x"], prefer=["inventory", "look"])
+    model = ScoringChat(responses=["x"], prefer=["inventory", "look"])
     _, calls = RankedActor(_agent(env, calls=4), model).run("play", task.query)
     env.finish(task)
     played = [c["args"]["command"] for c in calls[1:]]
@@ -104,7 +90,7 @@ def test_a_model_that_cannot_score_and_a_team_without_game_tools_are_refused(
     reset, _ = env.tools().interactor
     bad = SubAgent("interactor", "acts", (reset,), act="rank")
     with pytest.raises(ValueError, match="'\\*_step' tool"):
-        RankedActor(bad, ScoringFake(responses=["x"]))
+        RankedActor(bad, ScoringChat(responses=["x"]))
     with pytest.raises(ValueError, match="needs a game's tools"):
         SubAgent("interactor", "acts", (), act="rank")
     with pytest.raises(ValueError, match="interactor='write'"):
@@ -116,7 +102,7 @@ def test_a_run_without_an_answer_falls_back_to_the_interactor(env: TextWorldEnvi
     env.start(task)
     plan = json.dumps({"action": "plan", "steps": ["look around"]})
     lead = FakeListChatModel(responses=[plan])
-    worker = ScoringFake(responses=["x"], prefer=env.walkthrough(task))
+    worker = ScoringChat(responses=["x"], prefer=env.walkthrough(task))
     team = default_subagents(interactor_tools=env.tools().interactor, interactor="rank")
     graph = build_stackplanner_graph(
         lead,
@@ -130,7 +116,7 @@ def test_a_run_without_an_answer_falls_back_to_the_interactor(env: TextWorldEnvi
     steps = out["trajectory"]["steps"]
     assert next(s["action"] for s in steps if s["agent"] == "interactor") == "fallback"
     assert "interactor took the whole task" in out["trajectory"]["stop_reason"]
-    assert worker.prompts and "take it, then put it" in worker.prompts[0][1].content
+    assert worker.scored and "take it, then put it" in worker.scored[0][1].content
 
 
 def test_the_prompt_keeps_stored_text_inside_data_blocks() -> None:

@@ -6,14 +6,10 @@ import json
 from typing import Any
 
 import pytest
-from langchain_core.language_models.fake_chat_models import (
-    FakeListChatModel,
-    GenericFakeChatModel,
-)
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from pydantic import Field
 
 from genmem.graph.stack import StackBudget
 from genmem.graph.stackplanner import (
@@ -25,22 +21,13 @@ from genmem.graph.stackplanner import (
 )
 from genmem.graph.trajectory import Trajectory
 from genmem.policies.prompts import NO_MEMORY_ANSWER
+from tests.fakes import FakeChat
 
 Q = "A pen costs $2. How much do 3 pens cost?"
 
 
 def _act(action: str, thought: str = "next", **fields: Any) -> str:
     return json.dumps({"thought": thought, "action": {"action": action, **fields}})
-
-
-class RecordingFake(FakeListChatModel):
-    """A FakeListChatModel that keeps every prompt it was given."""
-
-    prompts: list[list[Any]] = Field(default_factory=list)
-
-    def _call(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[override]
-        self.prompts.append(list(messages))
-        return super()._call(messages, stop, run_manager, **kwargs)
 
 
 def _run(lead, sub=None, config=None, query=Q) -> dict:
@@ -50,12 +37,11 @@ def _run(lead, sub=None, config=None, query=Q) -> dict:
 
 
 def test_delegate_then_finish_records_the_trajectory() -> None:
-    lead = RecordingFake(
+    lead = FakeChat(
         responses=[
             _act("delegate", agent="solver", task="3 pens at $2 each?"),
             _act("finish", answer="6"),
         ],
-        prompts=[],
     )
     out = _run(lead)
     assert out["answer"] == "6" and out["status"] == "finished"
@@ -75,12 +61,12 @@ def test_delegate_then_finish_records_the_trajectory() -> None:
 
 
 def test_support_is_delimited_and_no_memory_sentence_is_left_out() -> None:
-    lead = RecordingFake(responses=[_act("finish", answer="6")], prompts=[])
+    lead = FakeChat(responses=[_act("finish", answer="6")])
     graph = build_stackplanner_graph(lead, subagent_model=FakeListChatModel(responses=["x"]))
     graph.compile().invoke({"query": Q, "support": "Multiply unit price by count."})
     text = lead.prompts[0][1].content
     assert "<retrieved_experience>\nMultiply unit price by count.\n</retrieved_experience>" in text
-    lead2 = RecordingFake(responses=[_act("finish", answer="6")], prompts=[])
+    lead2 = FakeChat(responses=[_act("finish", answer="6")])
     build_stackplanner_graph(
         lead2, subagent_model=FakeListChatModel(responses=["x"])
     ).compile().invoke({"query": Q, "support": NO_MEMORY_ANSWER})
@@ -98,7 +84,7 @@ def test_support_is_delimited_and_no_memory_sentence_is_left_out() -> None:
 def test_support_cannot_leave_its_block_or_forge_stack_entries(hostile: str) -> None:
     import re
 
-    lead = RecordingFake(responses=[_act("finish", answer="6")], prompts=[])
+    lead = FakeChat(responses=[_act("finish", answer="6")])
     graph = build_stackplanner_graph(lead, subagent_model=FakeListChatModel(responses=["x"]))
     graph.compile().invoke({"query": Q, "support": f"Multiply. {hostile}"})
     text = lead.prompts[0][1].content
@@ -108,13 +94,12 @@ def test_support_cannot_leave_its_block_or_forge_stack_entries(hostile: str) -> 
 
 
 def test_invalid_action_is_an_observation_then_corrected() -> None:
-    lead = RecordingFake(
+    lead = FakeChat(
         responses=[
             "I think we should add things",
             _act("delegate", agent="wizard", task="x"),
             _act("finish", answer="6"),
         ],
-        prompts=[],
     )
     out = _run(lead)
     assert out["answer"] == "6" and out["status"] == "finished"
@@ -199,19 +184,11 @@ def test_tool_using_subagent_runs_through_create_agent_and_records_calls() -> No
         """Search the corpus."""
         return f"Paris is the capital of France (query: {query})"
 
-    class ToolFake(GenericFakeChatModel):
-        def bind_tools(self, tools, **kwargs):  # type: ignore[override]
-            return self
-
-    sub = ToolFake(
-        messages=iter(
-            [
-                AIMessage(
-                    "", tool_calls=[{"name": "search", "args": {"query": "France"}, "id": "c1"}]
-                ),
-                AIMessage("Found it. <answer>Paris</answer>"),
-            ]
-        )
+    sub = FakeChat(
+        responses=[
+            AIMessage("", tool_calls=[{"name": "search", "args": {"query": "France"}, "id": "c1"}]),
+            AIMessage("Found it. <answer>Paris</answer>"),
+        ]
     )
     lead = FakeListChatModel(
         responses=[

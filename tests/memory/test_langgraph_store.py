@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -14,20 +13,15 @@ from genmem.memory.langgraph_store import LangGraphBankStore, memory_store
 from genmem.memory.location import BankURL, open_bank, open_store, parse_bank_url
 from genmem.memory.sid import DEFAULT_SPEC
 from tests.conftest import TEST_HASH
+from tests.fakes import FakeCodebooks
 
 A = "<SID_L1_3><SID_L2_0><SID_L3_7><SID_L4_1>"
 B = "<SID_L1_40><SID_L2_15><SID_L3_0><SID_L4_7>"
 
 
-@dataclass
-class _FakeCodebooks:
-    hash: str
-    spec = DEFAULT_SPEC
-
-
 def test_memory_urls_share_a_store_by_name() -> None:
     name = f"reg-{id(object())}"
-    bank = open_bank(f"memory://{name}?bank=b", codebooks=_FakeCodebooks(TEST_HASH), create=True)
+    bank = open_bank(f"memory://{name}?bank=b", codebooks=FakeCodebooks(TEST_HASH), create=True)
     bank.insert(A, "shared")
     assert open_bank(f"memory://{name}?bank=b").get(A).payload == "shared"
     assert open_store(f"memory://{name}")._store is memory_store(name)
@@ -38,11 +32,11 @@ def test_memory_urls_share_a_store_by_name() -> None:
 def test_langgraph_sqlite_url_persists(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     url = "langgraph+sqlite:///sub/lg.db?bank=mine"
-    bank = open_bank(url, codebooks=_FakeCodebooks(TEST_HASH), create=True)
+    bank = open_bank(url, codebooks=FakeCodebooks(TEST_HASH), create=True)
     bank.insert(A, "on disk")
     bank.store.close()
     assert (tmp_path / "sub" / "lg.db").is_file()
-    again = open_bank(url, codebooks=_FakeCodebooks(TEST_HASH))
+    again = open_bank(url, codebooks=FakeCodebooks(TEST_HASH))
     assert again.get(A).payload == "on disk" and again.check() == []
     assert again.store.url == "langgraph+sqlite:///sub/lg.db"
     again.store.close()
@@ -141,7 +135,7 @@ def test_langgraph_postgres_url() -> None:
 
     url = _postgres.as_url(_postgres.fresh_schema(), scheme="langgraph+postgresql", bank="pg")
     assert parse_bank_url(url).bank_id == "pg"
-    bank = open_bank(url, codebooks=_FakeCodebooks(TEST_HASH), create=True)
+    bank = open_bank(url, codebooks=FakeCodebooks(TEST_HASH), create=True)
     bank.insert(A, "in PostgresStore")
     bank.store.close()
     again = open_bank(url)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from genmem.errors import BankNotFound, CodebookMismatch, InvalidBankURL
 from genmem.memory.location import open_bank, open_store, parse_bank_url
-from genmem.memory.sid import DEFAULT_SPEC
 from tests.conftest import TEST_HASH
+from tests.fakes import FakeCodebooks
 
 
 @pytest.mark.parametrize(
@@ -60,26 +59,20 @@ def test_bad_urls(url) -> None:
         parse_bank_url(url)
 
 
-@dataclass
-class _FakeCodebooks:
-    hash: str
-    spec = DEFAULT_SPEC
-
-
 def test_open_bank_creates_checks_and_refuses(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     url = "sqlite:///sub/banks.db?bank=mine"
     with pytest.raises(BankNotFound, match="mine"):
         open_bank(url)
-    bank = open_bank(url, codebooks=_FakeCodebooks(TEST_HASH), create=True)
+    bank = open_bank(url, codebooks=FakeCodebooks(TEST_HASH), create=True)
     assert (tmp_path / "sub" / "banks.db").is_file()
     assert bank.bank_id == "mine"
     bank.insert("<SID_L1_0><SID_L2_0><SID_L3_0><SID_L4_0>", "x")
-    again = open_bank(url, codebooks=_FakeCodebooks(TEST_HASH))
+    again = open_bank(url, codebooks=FakeCodebooks(TEST_HASH))
     assert again.stats().entries == 1
     with pytest.raises(CodebookMismatch):
-        open_bank(url, codebooks=_FakeCodebooks("f" * 64))
+        open_bank(url, codebooks=FakeCodebooks("f" * 64))
     with pytest.raises(CodebookMismatch):
-        open_bank(url, codebooks=_FakeCodebooks("f" * 64), create=True)
+        open_bank(url, codebooks=FakeCodebooks("f" * 64), create=True)
     assert open_bank(url, bank_id="mine").stats().entries == 1
     assert [b.bank_id for b in open_store(url).list_banks()] == ["mine"]

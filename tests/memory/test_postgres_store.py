@@ -8,7 +8,6 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from genmem.memory.sid import DEFAULT_SPEC
 from tests import _postgres
 from tests._writers import kill_after, spawn_writer
 from tests.conftest import TEST_HASH
+from tests.fakes import FakeCodebooks
 from tests.memory._releases import roll_back_to_first_release, write_as_first_release
 
 integration = pytest.mark.integration
@@ -287,16 +287,10 @@ def test_migration_makes_prefix_queries_byte_wise_on_an_existing_icu_database(
     assert applied == len(MIGRATIONS)
 
 
-@dataclass
-class _FakeCodebooks:
-    hash: str
-    spec = DEFAULT_SPEC
-
-
 @integration
 def test_url_through_open_bank(conninfo: str) -> None:
     url = _postgres.as_url(conninfo, bank="x")
-    bank = open_bank(url, codebooks=_FakeCodebooks(TEST_HASH), create=True)
+    bank = open_bank(url, codebooks=FakeCodebooks(TEST_HASH), create=True)
     assert bank.bank_id == "x" and bank.store.url.startswith("postgresql://")
     bank.insert(SIDS[0], "via URL")
     again = open_bank(url)

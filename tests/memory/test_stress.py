@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from genmem.memory.location import open_store
-from genmem.memory.stress import (
+from tests import _postgres
+from tests.conftest import TEST_HASH
+from tests.memory._stress import (
     STRESS_SPEC,
     StressConfig,
     lookup_throughput,
     run_stress,
     verify,
 )
-from tests import _postgres
-from tests.conftest import TEST_HASH
 
 ZERO = ("lost_updates", "version_errors", "replay_errors", "integrity_problems",
         "unexpected_errors")  # fmt: skip
@@ -109,7 +109,7 @@ def test_bad_settings_are_refused() -> None:
 def test_a_writer_killed_at_random_moments_leaves_exactly_what_it_committed(
     tmp_path: Path, store
 ) -> None:
-    from genmem.memory.faults import kill_trials
+    from tests.memory._faults import kill_trials
 
     url = _bank(store(tmp_path, "kills"))
     result = kill_trials(url, trials=4, seed=1, max_after=0.6)
@@ -119,8 +119,8 @@ def test_a_writer_killed_at_random_moments_leaves_exactly_what_it_committed(
 
 
 def test_the_kill_check_counts_a_write_that_is_not_there(tmp_path: Path) -> None:
-    from genmem.memory.faults import FaultResult, _compare
     from genmem.memory.location import open_bank
+    from tests.memory._faults import FaultResult, _compare
 
     bank = open_bank(_bank(_sqlite(tmp_path, "kills")))
     sid = str(STRESS_SPEC.make((0, 0, 0)))

@@ -19,7 +19,7 @@ from genmem.policies.policy_dir import PolicyInfo
 from genmem.policies.prefix_cache import PrefixCache
 from genmem.policies.sid_decoding import SIDDecodingConfig, TransformersSIDGenerator
 from genmem.policies.sid_tree import TrieTables, plan_lookahead, supports_tree
-from tests.fakes import gsm8k_texts
+from tests.fakes import gsm8k_texts, tiny_llama
 
 SMALL = SIDSpec((3, 2, 2))
 IDS = [[100, 101, 102], [200, 201], [300, 301]]
@@ -76,23 +76,12 @@ def test_config_rejects_an_unknown_engine_or_a_negative_lookahead() -> None:
 @pytest.fixture(scope="module")
 def tiny_policy() -> LocalPolicy:
     """A 2-layer random Llama with the default tokenizer, a prefix cache like a shared load."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer
 
     from genmem.policies.embedded import embedded_directory
 
     tok = AutoTokenizer.from_pretrained(embedded_directory())
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        tie_word_embeddings=True,
-    )
-    torch.manual_seed(3)
-    model = LlamaForCausalLM(config).eval()
+    model = tiny_llama(tok, seed=3).eval()
     return LocalPolicy(
         model=model, tokenizer=tok, info=PolicyInfo(base_model="tiny"), prefixes=PrefixCache()
     )

@@ -22,6 +22,7 @@ from genmem.training.align_data import (
     model_describer,
 )
 from tests.conftest import TEST_HASH
+from tests.fakes import FakeChat
 
 SPEC = SIDSpec((4, 2, 2, 2))
 
@@ -77,11 +78,8 @@ def test_model_describer_keeps_one_clipped_line_and_falls_back() -> None:
     assert describe("Problem type: rates\nsteps") == "Unit rates and..."
     assert describe("Problem type: rates\nsteps") == "rates"  # empty reply: the record's type
 
-    class Down(FakeListChatModel):
-        def invoke(self, *args, **kwargs):
-            raise ConnectionError("server down")
-
-    assert model_describer(Down(responses=["x"]))("Problem type: ages") == "ages"
+    down = FakeChat(responses=[ConnectionError("server down")])
+    assert model_describer(down)("Problem type: ages") == "ages"
 
 
 @pytest.mark.slow

@@ -30,6 +30,7 @@ import pytest
 from genmem.cli import main
 from genmem.errors import TooManyFailures
 from genmem.training.distributed import Ranks, _portable, shard, unshard
+from tests.fakes import tiny_llama
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = ROOT / "tests" / "training" / "ranks_driver.py"
@@ -40,26 +41,13 @@ LAUNCH_TIMEOUT = 900
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 1.6M-parameter Llama with the default model's tokenizer and generation settings."""
-    import torch
-    from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer, GenerationConfig
 
     from genmem.policies.embedded import embedded_directory
 
     source = embedded_directory()
     tok = AutoTokenizer.from_pretrained(source)
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        tie_word_embeddings=True,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-    )
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config)
+    model = tiny_llama(tok, seed=0, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
     model.generation_config = GenerationConfig.from_pretrained(source)
     target = tmp_path_factory.mktemp("tiny") / "policy"
     model.save_pretrained(target)

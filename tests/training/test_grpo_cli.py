@@ -222,7 +222,7 @@ def test_sid_only_grpo_trains_the_sid_turn(
 @pytest.mark.slow
 def test_too_many_failures_stop_the_run_and_keep_what_it_logged(seed_bank_url, tmp_path) -> None:
     """Issue 18 item 5: a failing judge stops the run; the log and a report stay behind."""
-    from tests.training.test_rollouts import RoutingChat
+    from tests.fakes import RoutingChat
 
     chat = RoutingChat(judge_error="judge server down")
     out = tmp_path / "grpo-fail"

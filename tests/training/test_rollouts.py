@@ -12,18 +12,15 @@ import logging
 import math
 import os
 import re
-import threading
-import time
 from typing import Any
 
 import pytest
-from pydantic import PrivateAttr
 
 from genmem.envs.gsm8k import GSM8KEnvironment
 from genmem.errors import TooManyFailures
 from genmem.memory.sid import SID
 from genmem.training.rollouts import GraphRollouts, RolloutConfig
-from tests.fakes import HashEncoder, RoutingChat
+from tests.fakes import HashEncoder, Overlap, RoutingChat
 from tests.graph._banks import A, one_entry_bank
 
 EMPTY = SID((3, 0, 7, 5))
@@ -99,7 +96,7 @@ def test_memevolver_never_sees_the_reference_or_a_verdict(tmp_path, tokenizer) -
         rollouts.score(prompts["retriever"], str(A))
     finally:
         rollouts.close()
-    evolver_prompts = [prompts["evolver"], *(p for p in chat.prompts if "Trajectory:" in p)]
+    evolver_prompts = [prompts["evolver"], *(p for p in chat.texts() if "Trajectory:" in p)]
     assert len(evolver_prompts) >= 3  # the SID turn's prompt and both decisions
     reference = re.compile(rf"\b{re.escape(str(task.reference))}\b")
     for prompt in evolver_prompts:
@@ -108,7 +105,7 @@ def test_memevolver_never_sees_the_reference_or_a_verdict(tmp_path, tokenizer) -
         assert not re.search(r"\b(success|failure)\b", prompt, flags=re.I), prompt
     # The judge (not trained) may see the reference; no agent prompt does.
     assert chat.judged and all(reference.search(p) for p in chat.judged)
-    assert not any(reference.search(p) for p in chat.prompts)
+    assert not any(reference.search(p) for p in chat.texts())
 
 
 @pytest.mark.parametrize(
@@ -206,26 +203,6 @@ def test_a_crashed_rollout_is_nan_in_every_part(tmp_path, tokenizer) -> None:
     assert "planner crashed" in rollouts.log[-1]["errors"][0] and rollouts.failures == 1
 
 
-class SlowChat(RoutingChat):
-    """A RoutingChat whose calls take a moment and that counts how many were in flight at once."""
-
-    delay: float = 0.02
-    in_flight: int = 0
-    most_in_flight: int = 0
-    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
-
-    def _call(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[override]
-        with self._lock:
-            self.in_flight += 1
-            self.most_in_flight = max(self.most_in_flight, self.in_flight)
-        try:
-            time.sleep(self.delay)
-            return super()._call(messages, stop, run_manager, **kwargs)
-        finally:
-            with self._lock:
-                self.in_flight -= 1
-
-
 class FakeTrainer:
     """What GraphRollouts.__call__ reads from TRL's trainer, sampling the SIDs it is given."""
 
@@ -244,7 +221,8 @@ class FakeTrainer:
 
 def test_concurrent_rollouts_keep_their_own_sid_scratch_bank_and_order(tmp_path, tokenizer):
     """Issue 20 part 3: rollouts overlap, yet each writes where its own SID says, in order."""
-    chat = SlowChat()
+    overlap = Overlap(0.02)
+    chat = RoutingChat(before=overlap.wait)
     rollouts, prompts, _ = _rollouts(
         tmp_path, chat, tokenizer, roles=("evolver",), judge=False, concurrency=4
     )
@@ -253,7 +231,7 @@ def test_concurrent_rollouts_keep_their_own_sid_scratch_bank_and_order(tmp_path,
         out = rollouts([prompts["evolver"]] * 8, FakeTrainer(tokenizer, sids))
     finally:
         rollouts.close()
-    assert chat.most_in_flight >= 2, "the rollouts never overlapped"
+    assert overlap.most >= 2, "the rollouts never overlapped"
     assert rollouts.failures == 0 and all(not r["errors"] for r in rollouts.log)
     # Parts come back in prompt order, each from its own SID: revise where A lives, insert
     # into the empty slot, and the payload was found at that SID in that rollout's scratch bank.
@@ -267,7 +245,7 @@ def test_concurrent_rollouts_keep_their_own_sid_scratch_bank_and_order(tmp_path,
 
 
 def test_concurrent_rollouts_stop_after_too_many_failures(tmp_path, tokenizer) -> None:
-    chat = SlowChat(judge_error="judge server down")
+    chat = RoutingChat(judge_error="judge server down", before=Overlap(0.02).wait)
     rollouts, prompts, _ = _rollouts(
         tmp_path, chat, tokenizer, roles=("retriever",), max_failures=2, concurrency=3
     )

@@ -1,7 +1,7 @@
 """A writer killed with SIGKILL at random moments: the bank must hold exactly what it committed.
 
 :func:`kill_trials` runs ``trials`` times: start a writer process on the bank (this module run as
-``python -m genmem.memory.faults URL SEED``), let it write for a random time, ``kill -9`` it, then
+``python -m tests.memory._faults URL SEED``), let it write for a random time, ``kill -9`` it, then
 open the bank and compare. The writer prints ``intent <n> <payload>`` before each write and
 ``done <n> <version>`` after the bank returned, so the parent knows which writes were committed
 and which one (at most) was under way when the kill came. After every kill:
@@ -14,6 +14,8 @@ and which one (at most) was under way when the kill came. After every kill:
 The writer inserts into empty slots, revises and deletes, on a few SIDs, with payloads no other
 write has. Killing a process at a random moment lands anywhere: between writes, inside the
 store's transaction, during the commit.
+
+Used by ``tests/memory/test_stress.py`` (a few kills) and ``bench/stress.py`` (50 per backend).
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-from genmem.memory.stress import STRESS_SPEC, stress_sids, written_version
+from tests.memory._stress import STRESS_SPEC, stress_sids, written_version
 
 __all__ = ["FaultResult", "kill_trials"]
 
@@ -87,9 +90,11 @@ def _write_forever(url: str, seed: int) -> None:
 
 def _trial(url: str, seed: int, after: float, timeout: float) -> list[str]:
     """Run one writer, kill it ``after`` seconds past its start, return what it printed."""
-    argv = [sys.executable, "-m", "genmem.memory.faults", url, str(seed)]
+    argv = [sys.executable, "-m", "tests.memory._faults", url, str(seed)]
+    root = str(Path(__file__).resolve().parents[2])  # where ``tests`` imports from
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
     with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
         assert proc.stdout is not None
         ready = proc.stdout.readline()
         if ready.strip() != "ready":
@@ -169,5 +174,5 @@ def _compare(bank: Any, writer: int, lines: list[str], result: FaultResult) -> N
 
 if __name__ == "__main__":  # the writer of a trial
     if len(sys.argv) != 3:
-        raise SystemExit(f"usage: python -m genmem.memory.faults URL SEED (space {STRESS_SPEC})")
+        raise SystemExit(f"usage: python -m tests.memory._faults URL SEED (space {STRESS_SPEC})")
     _write_forever(sys.argv[1], int(sys.argv[2]))

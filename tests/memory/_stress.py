@@ -21,6 +21,8 @@ anything else as an unexpected error.
 - ``integrity_problems``: what :meth:`~genmem.memory.bank.Bank.check` reports.
 
 All of these must be 0. Throughput and latency (p50, p99 per operation) come with them.
+
+Used by ``tests/memory/test_stress.py`` (a small load) and ``bench/stress.py`` (the full one).
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ SIDs are decoded on a policy's float32 weights unless ``SIDDecodingConfig.quanti
 its generation copy, so an int8 load's SIDs are the reference's by construction; the bench
 also decodes on the int8 copy and reports that agreement (``int8_sid_top1_agreement``), the
 measurement behind keeping SIDs on float32.
+
+``bench/local_inference.py`` runs it and prints the figures.
 """
 
 from __future__ import annotations
