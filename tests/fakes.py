@@ -298,7 +298,7 @@ class ScoringChat(FakeChat):
         return [-float(rank.get(c, len(rank) + i)) for i, c in enumerate(choices)]
 
 
-_SID_TEXT = re.compile(r"(?:<SID_L\d+_\d+>){4}")
+_SID_TEXT = re.compile(r"(?:<SID_L\d+_\d+>)+")
 
 
 class RoutingChat(FakeChat):
@@ -402,6 +402,30 @@ def tiny_llama(tokenizer: Any, *, seed: int, **config: Any) -> Any:
     )
     torch.manual_seed(seed)
     return LlamaForCausalLM(shape)
+
+
+def tiny_gemma3(tokenizer: Any, *, seed: int, sliding_window: int = 4) -> Any:
+    """A 2-layer random Gemma 3 text model for ``tokenizer``'s vocabulary: one sliding-window
+    layer (``sliding_window`` tokens, shorter than any prompt) and one full-attention layer."""
+    import torch
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    shape = Gemma3TextConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        sliding_window=sliding_window,
+        layer_types=["sliding_attention", "full_attention"],
+        pad_token_id=tokenizer.pad_token_id or 0,
+        bos_token_id=tokenizer.bos_token_id or 1,
+        eos_token_id=tokenizer.eos_token_id or 2,
+    )
+    torch.manual_seed(seed)
+    return Gemma3ForCausalLM(shape).eval()
 
 
 @dataclass

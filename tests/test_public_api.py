@@ -62,9 +62,8 @@ def test_a_bank_from_texts_serves_the_closed_loop_of_a_non_local_model(
     tmp_path, monkeypatch
 ) -> None:
     monkeypatch.setenv("GENMEM_CACHE", str(tmp_path / "cache"))
-    # four levels: the fake chat model's decisions name four-level SIDs
     url = f"sqlite:///{tmp_path}/bank.db?bank=lessons"
-    built = genmem.bank_from_texts(LESSONS, url, sizes=(2, 2, 2, 2))
+    built = genmem.bank_from_texts(LESSONS, url)
     events = built.bank.stats().events
     before = {str(s): built.bank.get(s).payload for s in built.bank.occupied()}
 
@@ -84,7 +83,7 @@ def test_a_bank_from_texts_serves_the_closed_loop_of_a_non_local_model(
     assert out["addresser"] == "quantizer"
     # what memory_lookup read there (the slot or its nearest entries) reached the rewrite, and
     # MemEvolver wrote to the bank
-    assert any(text[:40] in p for text in before.values() for p in chat.prompts)
+    assert any(text[:40] in p for text in before.values() for p in chat.texts())
     assert chat.decisions == 1 and genmem.open_bank(url).stats().events > events
 
 
