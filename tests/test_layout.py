@@ -18,6 +18,8 @@ ALLOWED = {
     "policies": {"errors", "memory"},
     "graph": {"errors", "memory", "tools", "policies"},
     "envs": {"errors", "memory", "tools", "policies"},
+    # the graphs langgraph.json serves: the scored loops need environments; nothing imports it
+    "served": {"errors", "memory", "tools", "policies", "graph", "envs"},
     "experiments": {"errors", "memory", "tools", "policies", "graph", "envs", "training"},
     "training": {"errors", "memory", "tools", "policies", "graph", "envs", "experiments"},
     "explorer": {"errors", "memory", "policies"},
