@@ -207,8 +207,8 @@ def _names(text: str | None, every: tuple[str, ...]) -> tuple[str, ...]:
 def _symbols(args: argparse.Namespace) -> int:
     from genmem.cli.eval import bank_or_seed
     from genmem.cli.sid import addressing_policy
+    from genmem.envs.stats import format_interval
     from genmem.experiments.plots import plot_symbols
-    from genmem.experiments.stats import format_interval
     from genmem.experiments.symbols import CONDITIONS, SymbolsConfig, run_symbols
 
     check_task_source(args)

@@ -1,4 +1,6 @@
 """Environments: the ``Environment`` interface, tasks, their tools and scorers, the search index,
-the benchmark registry and bundled data (``data/``, licenses kept). Nothing here imports a graph."""
+the benchmark registry and bundled data (``data/``, licenses kept); and what evaluation and
+training both use to run them and report on them: the task pool (:mod:`genmem.envs.pool`) and
+bootstrap intervals (:mod:`genmem.envs.stats`). Nothing here imports a graph."""
 
 __all__: list[str] = []

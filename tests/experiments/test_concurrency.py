@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 
 from genmem.envs.gsm8k import GSM8KEnvironment
+from genmem.envs.pool import ConcurrencyWarning
 from genmem.experiments import coldstart
 from genmem.experiments.coldstart import ColdStartConfig
 from genmem.experiments.evaluate import EvalSettings, evaluate
 from genmem.experiments.evolution import run_evolution
 from genmem.experiments.experience_schemas import AttemptProse, ExperienceFields
-from genmem.experiments.pool import ConcurrencyWarning
 from genmem.experiments.runner import run_stream
+from tests.envs.test_pool import Overlap
 from tests.experiments.test_evaluate import FailingGenerator, RoleFake
 from tests.experiments.test_evolution import CoinChat, _evolve, _Say
-from tests.experiments.test_pool import Overlap
 from tests.experiments.test_runner import QUERIES, ScriptedApp
 from tests.graph._banks import A, one_entry_bank
 from tests.graph.test_retriever import FixedGenerator

@@ -11,6 +11,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from genmem.envs.gsm8k import GSM8KEnvironment, calculate, calculator_tool
+from genmem.envs.stats import DEFAULT_INTERVALS
 from genmem.experiments.evaluate import (
     EvalRecord,
     EvalSettings,
@@ -19,7 +20,6 @@ from genmem.experiments.evaluate import (
     evaluate,
     summary_markdown,
 )
-from genmem.experiments.stats import DEFAULT_INTERVALS
 from tests.graph._banks import A, one_entry_bank
 from tests.graph.test_retriever import FixedGenerator
 

@@ -16,10 +16,10 @@ from genmem.experiments.seed_bank import (
     SeedBankConfig,
     abstract_experience,
     build_seed_bank,
-    copy_bank_file,
     model_experience,
     reference_experience,
 )
+from genmem.memory.bank_copy import copy_bank_file
 from genmem.memory.location import open_bank
 
 ROW = read_gsm8k(GSM8K_TRAIN, limit=1)[0]
