@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from genmem.cli import main as genmem
-from genmem.experiments.seed_bank import SeedBankConfig, build_seed_bank, copy_bank_file
+from genmem.experiments.seed_bank import SeedBankConfig, build_seed_bank
+from genmem.memory.bank_copy import copy_bank_file
 from genmem.policies.server import ServeConfig, start_server
 
 SEED_BANK = SeedBankConfig(distill="reference", size=300, fit_size=300)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from genmem.envs.bundled import jsonl_rows
-from genmem.experiments.stats import format_interval, mean_interval, paired_difference
+from genmem.envs.stats import format_interval, mean_interval, paired_difference
 
 _NUMBER = re.compile(r"\d")
 

@@ -176,7 +176,8 @@ def bank(store: BankStore) -> Bank:
 @pytest.fixture(scope="module")
 def seed_bank_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A private copy of the demo's GSM8K reference seed bank (300 problems, built once)."""
-    from genmem.experiments.seed_bank import SeedBankConfig, build_seed_bank, copy_bank_file
+    from genmem.experiments.seed_bank import SeedBankConfig, build_seed_bank
+    from genmem.memory.bank_copy import copy_bank_file
 
     seed = build_seed_bank(SeedBankConfig(distill="reference", size=300, fit_size=300))
     target = tmp_path_factory.mktemp("seedbank") / "bank.db"

@@ -18,8 +18,11 @@ ALLOWED = {
     "policies": {"errors", "memory"},
     "graph": {"errors", "memory", "tools", "policies"},
     "envs": {"errors", "memory", "tools", "policies"},
+    # the graphs langgraph.json serves: the scored loops need environments; nothing imports it
+    "served": {"errors", "memory", "tools", "policies", "graph", "envs"},
     "experiments": {"errors", "memory", "tools", "policies", "graph", "envs", "training"},
-    "training": {"errors", "memory", "tools", "policies", "graph", "envs", "experiments"},
+    # an experiment may train a policy (codebook_policy); training never uses an experiment
+    "training": {"errors", "memory", "tools", "policies", "graph", "envs"},
     "explorer": {"errors", "memory", "policies"},
     "cli": {
         "errors",

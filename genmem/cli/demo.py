@@ -66,7 +66,8 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> dict[str, An
     from genmem.cli.run import scorer_for
     from genmem.envs.gsm8k import gsm8k_queries
     from genmem.experiments.runner import run_stream, summarize
-    from genmem.experiments.seed_bank import SeedBankConfig, build_seed_bank, copy_bank_file
+    from genmem.experiments.seed_bank import SeedBankConfig, build_seed_bank
+    from genmem.memory.bank_copy import copy_bank_file
     from genmem.memory.location import open_bank
 
     size = args.seed_size or (12 if args.distill == "model" else 300)

@@ -106,7 +106,8 @@ def bank_or_seed(bank: str | None, out: Path, *, progress: bool) -> str:
     if bank:
         open_bank(bank)  # fails early, with a clear error, on a bad URL or bank
         return str(bank)
-    from genmem.experiments.seed_bank import SeedBankConfig, build_seed_bank, copy_bank_file
+    from genmem.experiments.seed_bank import SeedBankConfig, build_seed_bank
+    from genmem.memory.bank_copy import copy_bank_file
 
     seed = build_seed_bank(
         SeedBankConfig(distill="reference", size=_DEFAULT_BANK_SIZE), progress=progress
@@ -172,6 +173,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> int:
     """Candidate Hit, Hit@1/5 and prefix hits of each addressing method on reference SIDs."""
+    from genmem.envs.stats import DEFAULT_INTERVALS
     from genmem.experiments.methods import cached_payload_encoder
     from genmem.experiments.plots import plot_prefix_hits
     from genmem.experiments.retrieval_eval import (
@@ -183,7 +185,6 @@ def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> 
         reranker_fn,
         sid_ranker,
     )
-    from genmem.experiments.stats import DEFAULT_INTERVALS
     from genmem.memory.location import open_bank
     from genmem.policies.addressing import bank_quantizer, is_aligned, sid_generator_for
     from genmem.policies.baselines import DenseRetriever, TfidfRetriever
@@ -258,7 +259,7 @@ def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> 
 
 
 def _retrieval_table(result: dict[str, Any]) -> str:
-    from genmem.experiments.stats import IntervalSettings, describe, format_interval
+    from genmem.envs.stats import IntervalSettings, describe, format_interval
 
     head = ["method", "cand. hit", "hit@1", "hit@5", "prefix@1 per level", "s/query"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

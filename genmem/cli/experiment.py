@@ -205,8 +205,8 @@ def _names(text: str | None, every: tuple[str, ...]) -> tuple[str, ...]:
 
 def _symbols(args: argparse.Namespace) -> int:
     from genmem.cli.eval import bank_or_seed
+    from genmem.envs.stats import format_interval
     from genmem.experiments.plots import plot_symbols
-    from genmem.experiments.stats import format_interval
     from genmem.experiments.symbols import CONDITIONS, SymbolsConfig, run_symbols
     from genmem.graph.addressing import addressing_for
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from genmem.envs.stats import DEFAULT_INTERVALS, IntervalSettings, PairedDiff
 from genmem.experiments.codebook_policy import (
     AlignedHits,
     PolicySettings,
@@ -37,7 +38,6 @@ from genmem.experiments.codebook_policy import (
     paired_rows,
     rate,
 )
-from genmem.experiments.stats import DEFAULT_INTERVALS, IntervalSettings, PairedDiff
 
 __all__ = ["AblationConfig", "AblationReport", "AblationRow", "run_codebook_ablation"]
 
@@ -281,7 +281,7 @@ def _extras(
 
 def ablation_table(report: AblationReport) -> str:
     """The report as one markdown table (rates in %, with their intervals), then the pairs."""
-    from genmem.experiments.stats import describe, format_interval
+    from genmem.envs.stats import describe, format_interval
 
     def pct(rate: Rate | None) -> str:
         return "" if rate is None else format_interval(rate.rate, rate.ci)
@@ -350,6 +350,6 @@ def ablation_table(report: AblationReport) -> str:
 
 def _diff(diff: PairedDiff | None) -> str:
     """A paired difference in points with its interval ("" for none)."""
-    from genmem.experiments.stats import format_interval
+    from genmem.envs.stats import format_interval
 
     return "" if diff is None else format_interval(diff.diff, diff.ci, signed=True)

@@ -25,8 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from genmem.envs.stats import DEFAULT_INTERVALS, IntervalSettings, PairedDiff
 from genmem.errors import GenMemError
-from genmem.experiments.stats import DEFAULT_INTERVALS, IntervalSettings, PairedDiff
 
 __all__ = [
     "METHODS",
@@ -56,7 +56,7 @@ class Rate(BaseModel):
 
 def rate(values: Sequence[float | bool], settings: IntervalSettings = DEFAULT_INTERVALS) -> Rate:
     """The mean of ``values`` with its bootstrap interval (0 [0, 0] for none)."""
-    from genmem.experiments.stats import mean_interval
+    from genmem.envs.stats import mean_interval
 
     estimate = mean_interval([float(v) for v in values], settings)
     return (
@@ -139,6 +139,7 @@ def align_and_score(
 ) -> AlignedHits:
     """Align a policy on ``bank_url`` into ``out`` (unless done) and score its held-out hits."""
     from genmem.envs.bundled import replace_text
+    from genmem.envs.stats import paired_difference
     from genmem.experiments.retrieval_eval import (
         baseline_ranker,
         evaluate_retrieval,
@@ -146,7 +147,6 @@ def align_and_score(
         reranker_fn,
         sid_ranker,
     )
-    from genmem.experiments.stats import paired_difference
     from genmem.memory.location import open_bank
     from genmem.policies.addressing import bank_quantizer
     from genmem.policies.baselines import TfidfRetriever
@@ -310,8 +310,8 @@ def score_tasks(
 ) -> TaskScores:
     """The ``sid`` method on ``bank_url``, addressed by the aligned policy in ``policy_dir``
     (else the bank's quantizer), paired with ``baseline`` (the ``none`` scores)."""
+    from genmem.envs.stats import paired_difference
     from genmem.experiments.evaluate import evaluate, read_records
-    from genmem.experiments.stats import paired_difference
     from genmem.graph.addressing import choose_generator
 
     factory = None
@@ -346,7 +346,7 @@ def paired_rows(
     rows: Sequence[tuple[str, AlignedHits | None, TaskScores | None]],
 ) -> dict[str, dict[str, PairedDiff]]:
     """Every two rows, ``a - b`` (a listed first): aligned Hit@5 per question, task score."""
-    from genmem.experiments.stats import paired_difference
+    from genmem.envs.stats import paired_difference
 
     out: dict[str, dict[str, PairedDiff]] = {}
     for i, (a, hits_a, tasks_a) in enumerate(rows):

@@ -20,7 +20,7 @@ Model replies that do not parse are retried with shorter fields, then written to
 ``failures.jsonl``: nothing is dropped silently or made up. Every stage appends to its own JSONL
 file in the output folder as it goes, so an interrupted run continues where it stopped. With
 ``concurrency`` > 1 the tries, summaries and extractions of different tasks go that many at once
-(:mod:`genmem.experiments.pool`; tries one at a time when the environment holds one episode or
+(:mod:`genmem.envs.pool`; tries one at a time when the environment holds one episode or
 the local model samples them) and lines land as they finish.
 """
 
@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from genmem.envs.base import Environment, Task
 from genmem.envs.bundled import append_jsonl, jsonl_rows, replace_jsonl
+from genmem.envs.pool import run_tasks, task_workers
 from genmem.experiments.experience_schemas import (
     AttemptProse,
     ExperienceFields,
@@ -48,7 +49,6 @@ from genmem.experiments.experience_schemas import (
     capped_schema,
     experience_text,
 )
-from genmem.experiments.pool import run_tasks, task_workers
 from genmem.memory.data_block import data_block, escape_data
 from genmem.memory.gate import check_payload
 

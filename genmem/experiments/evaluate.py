@@ -8,7 +8,7 @@ control, the default) or ``evolve`` (each method on its own copy of the bank, so
 writes never reach another's). Every task is scored by its environment right after its run;
 one JSON line per (method, task) is appended to ``records.jsonl`` as it finishes, and a rerun
 into the same folder skips what is recorded. With ``concurrency`` > 1 (``read_only`` only) that
-many runs go at once (:mod:`genmem.experiments.pool`) and lines land as runs finish; the file
+many runs go at once (:mod:`genmem.envs.pool`) and lines land as runs finish; the file
 is rewritten in task order at the end, so its content never depends on timing. The summary
 holds the benchmark's metrics per method, success per subtask, time per task and, when ``none``
 ran too, the paper's contrastive outcome of each memory method (with memory minus without, plus
@@ -39,16 +39,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from genmem.envs.base import Environment, Outcome, Task
 from genmem.envs.bundled import append_jsonl, jsonl_rows, replace_jsonl
-from genmem.experiments.methods import Method, check_methods, method_generator
-from genmem.experiments.pool import run_tasks, task_workers
-from genmem.experiments.runner import memory_op
-from genmem.experiments.stats import (
+from genmem.envs.pool import run_tasks, task_workers
+from genmem.envs.stats import (
     DEFAULT_INTERVALS,
     IntervalSettings,
     PairedDiff,
     mean_interval,
     paired_difference,
 )
+from genmem.experiments.methods import Method, check_methods, method_generator
+from genmem.experiments.runner import memory_op
 
 __all__ = [
     "EvalRecord",
@@ -182,7 +182,7 @@ def _bank_for(method: Method, settings: EvalSettings, out: Path) -> str | None:
         return settings.bank_url
     if settings.mode == "read_only":
         return settings.bank_url
-    from genmem.experiments.seed_bank import copy_bank_file
+    from genmem.memory.bank_copy import copy_bank_file
     from genmem.memory.location import parse_bank_url
 
     loc = parse_bank_url(settings.bank_url)
@@ -479,7 +479,7 @@ def _paired(
 
 def _pair_row(name: str, key: str, p: PairedDiff) -> str:
     """One Markdown row of a paired difference (percentage points)."""
-    from genmem.experiments.stats import format_interval
+    from genmem.envs.stats import format_interval
 
     diff = format_interval(p.diff, p.ci, signed=True)
     label = "success" if key == "success_rate" else key
@@ -488,7 +488,7 @@ def _pair_row(name: str, key: str, p: PairedDiff) -> str:
 
 def summary_markdown(report: EvalReport, metric_names: tuple[str, ...] = ()) -> str:
     """The summary as Markdown: one row per method, the paired differences, then the settings."""
-    from genmem.experiments.stats import describe, format_interval
+    from genmem.envs.stats import describe, format_interval
 
     names = list(metric_names) or sorted({k for s in report.summaries for k in s.metrics})
     # a game's only metric is its success, already the success column

@@ -45,6 +45,8 @@ from typing import Any
 
 from genmem.envs.base import Environment, Task
 from genmem.envs.bundled import append_jsonl, jsonl_rows
+from genmem.envs.pool import run_tasks, task_workers
+from genmem.envs.stats import DEFAULT_INTERVALS, IntervalSettings
 from genmem.experiments.evolution_config import (
     EVOLVE_METHODS,
     EvolveConfig,
@@ -61,8 +63,7 @@ from genmem.experiments.evolution_stats import (
     CheckpointScore,
     ProbeRecord,
 )
-from genmem.experiments.pool import run_tasks, task_workers
-from genmem.experiments.stats import DEFAULT_INTERVALS, IntervalSettings
+from genmem.memory.bank_copy import copy_bank_file, working_copy
 
 __all__ = [
     "EVOLVE_METHODS",
@@ -77,7 +78,6 @@ __all__ = [
     "check_evolve_methods",
     "run_evolution",
     "summary_markdown",
-    "working_copy",
 ]
 
 
@@ -117,33 +117,8 @@ def _write_whole(path: Path, write: Any) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def working_copy(bank_url: str, out: Path) -> str:
-    """A working copy of the input bank in ``out/bank.db`` (made once); its URL."""
-    from genmem.experiments.seed_bank import copy_bank_file
-    from genmem.memory.bank import import_bank
-    from genmem.memory.location import open_bank, open_store, parse_bank_url
-
-    loc = parse_bank_url(bank_url)
-    target = (out / "bank.db").resolve()
-    url = f"sqlite:///{target}?bank={loc.bank_id}"
-    if target.exists():
-        return url
-    if loc.scheme == "sqlite":
-        source = Path(loc.location).resolve()
-        if source == target:
-            raise ValueError(f"--bank is {source}, the run's own working copy; use another --out")
-        copy_bank_file(source, target)
-        return url
-    exported = out / "input-bank.jsonl"
-    open_bank(bank_url).export_jsonl(exported)
-    import_bank(open_store(f"sqlite:///{target}"), exported, bank_id=loc.bank_id)
-    return url
-
-
 def _keep_before(out: Path, i: int) -> Path:
     """A copy of the working bank as it is before stream query ``i`` writes to it."""
-    from genmem.experiments.seed_bank import copy_bank_file
-
     before = out / f"bank.before-{i}.db"
     copy_bank_file(out / "bank.db", before)
     return before
@@ -160,7 +135,6 @@ def _undo_unrecorded_write(
     recorded query is stale and goes. A bank this process still holds open at that URL (a run
     interrupted in this process) is closed first: it would go on writing to the replaced file.
     """
-    from genmem.experiments.seed_bank import copy_bank_file
     from genmem.tools.lookup import close_resolved_banks
 
     pending = next((i for i, t in enumerate(stream) if t.id not in streamed), None)

@@ -7,12 +7,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from genmem.envs.stats import DEFAULT_INTERVALS, IntervalSettings
 from genmem.experiments.evolution_stats import (
     BlockOperations,
     CheckpointPair,
     CheckpointScore,
 )
-from genmem.experiments.stats import DEFAULT_INTERVALS, IntervalSettings
 
 __all__ = [
     "ABLATION",

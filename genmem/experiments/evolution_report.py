@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from genmem.experiments.stats import describe, format_interval
+from genmem.envs.stats import describe, format_interval
 
 if TYPE_CHECKING:
     from genmem.experiments.evolution_config import EvolveSummary, PooledEvolveSummary

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pydantic import BaseModel, Field
 from rapidfuzz.distance import Levenshtein
 
-from genmem.experiments.stats import (
+from genmem.envs.stats import (
     DEFAULT_INTERVALS,
     Estimate,
     IntervalSettings,

@@ -18,6 +18,7 @@ from typing import Any
 
 from genmem.envs.base import Environment, Task
 from genmem.envs.bundled import jsonl_rows
+from genmem.envs.stats import IntervalSettings
 from genmem.experiments.evolution_config import (
     ABLATION,
     EvolveConfig,
@@ -35,7 +36,6 @@ from genmem.experiments.evolution_stats import (
     checkpoint_scores,
     paired_checkpoints,
 )
-from genmem.experiments.stats import IntervalSettings
 
 __all__ = ["pool", "summarise"]
 

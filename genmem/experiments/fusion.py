@@ -33,8 +33,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field
 
 from genmem.envs.base import Environment, Task
-from genmem.experiments.solve import SolverRun, entries_support, scores_by_task, solve_task
-from genmem.experiments.stats import (
+from genmem.envs.stats import (
     DEFAULT_INTERVALS,
     Estimate,
     IntervalSettings,
@@ -42,6 +41,7 @@ from genmem.experiments.stats import (
     mean_interval,
     paired_difference,
 )
+from genmem.experiments.solve import SolverRun, entries_support, scores_by_task, solve_task
 from genmem.policies.addressing import Addresser, check_addresser
 
 __all__ = [
@@ -251,8 +251,8 @@ def run_fusion(
     from tqdm.auto import tqdm
 
     from genmem.envs.bundled import append_jsonl
+    from genmem.envs.pool import run_tasks, task_workers
     from genmem.experiments.contamination import check_bank_is_clean
-    from genmem.experiments.pool import run_tasks, task_workers
     from genmem.graph.compose import ComposeConfig, build_fuse_graph
     from genmem.graph.stackplanner import compile_planner
     from genmem.memory.location import open_bank
@@ -348,7 +348,7 @@ def _report(
 
 def fusion_table(report: FusionReport) -> str:
     """The report as a short markdown summary: conditions, comparisons, what the gate did."""
-    from genmem.experiments.stats import format_interval
+    from genmem.envs.stats import format_interval
 
     lines = [
         f"{report.bench}: {report.tasks} tasks, {report.metric} in %; fusions: "

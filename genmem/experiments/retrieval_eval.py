@@ -34,14 +34,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field
 from tqdm.auto import tqdm
 
-from genmem.errors import InvalidSID
-from genmem.experiments.stats import (
+from genmem.envs.stats import (
     DEFAULT_INTERVALS,
     IntervalSettings,
     PairedDiff,
     bootstrap_interval,
     paired_difference,
 )
+from genmem.errors import InvalidSID
 from genmem.memory.sid import DEFAULT_SPEC, SIDSpec
 from genmem.policies.baselines import DEFAULT_K
 from genmem.policies.rerank import HitReport, retrieval_hits

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from genmem.experiments.stats import DEFAULT_INTERVALS, IntervalSettings, mean_interval
+from genmem.envs.stats import DEFAULT_INTERVALS, IntervalSettings, mean_interval
 
 __all__ = ["QueryRecord", "RunSummary", "load_queries", "memory_op", "run_stream", "summarize"]
 
@@ -134,7 +134,7 @@ def run_stream(
     from tqdm.auto import tqdm
 
     from genmem.envs.bundled import append_jsonl, jsonl_rows
-    from genmem.experiments.pool import run_tasks
+    from genmem.envs.pool import run_tasks
 
     if concurrency > 1 and mode == "evolve":
         raise ValueError(

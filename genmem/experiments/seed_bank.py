@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import sqlite3
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,7 +39,6 @@ __all__ = [
     "SeedLesson",
     "abstract_experience",
     "build_seed_bank",
-    "copy_bank_file",
     "fit_experience_codebooks",
     "model_experience",
     "procedure_experience",
@@ -437,28 +434,3 @@ def seed_pairs(bank: Any, limit: int | None = None) -> list[dict[str, str]]:
         if limit is not None and len(pairs) >= limit:
             return pairs[:limit]
     return pairs
-
-
-def copy_bank_file(source: Path, target: Path) -> None:
-    """Copy a SQLite bank file consistently (the backup API, WAL included), all or nothing.
-
-    The copy goes to a temporary file beside ``target`` that is renamed over it once complete,
-    so a run killed mid-copy leaves no half-written bank that a rerun would take for its own.
-    ``target``'s old WAL files go first: they belong to the file being replaced.
-    """
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    try:
-        src = sqlite3.connect(source)
-        dst = sqlite3.connect(tmp)
-        try:
-            src.backup(dst)
-        finally:
-            dst.close()
-            src.close()
-        for suffix in ("-wal", "-shm"):
-            Path(f"{target}{suffix}").unlink(missing_ok=True)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)

@@ -35,8 +35,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field
 
 from genmem.envs.base import Environment, Task
-from genmem.experiments.solve import SolverRun, entries_support, scores_by_task, solve_task
-from genmem.experiments.stats import (
+from genmem.envs.stats import (
     DEFAULT_INTERVALS,
     Estimate,
     IntervalSettings,
@@ -44,6 +43,7 @@ from genmem.experiments.stats import (
     mean_interval,
     paired_difference,
 )
+from genmem.experiments.solve import SolverRun, entries_support, scores_by_task, solve_task
 from genmem.memory.sid import SID, SIDSpec
 from genmem.policies.prompts import NO_MEMORY_ANSWER, retriever_user_message
 from genmem.policies.types import SIDCandidate, SIDGenerator
@@ -243,8 +243,8 @@ def run_symbols(
     from tqdm.auto import tqdm
 
     from genmem.envs.bundled import append_jsonl
+    from genmem.envs.pool import run_tasks, task_workers
     from genmem.experiments.contamination import check_bank_is_clean
-    from genmem.experiments.pool import run_tasks, task_workers
     from genmem.graph.stackplanner import compile_planner
     from genmem.memory.location import open_bank
 

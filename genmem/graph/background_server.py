@@ -42,7 +42,6 @@ __all__ = [
     "ServerBackground",
     "build_evolver_job_graph",
     "evolver_thread_id",
-    "graph",
     "start_server_update",
 ]
 
@@ -174,7 +173,3 @@ def build_evolver_job_graph(
     g.add_edge(START, "evolve")
     g.add_edge("evolve", END)
     return g
-
-
-graph = build_evolver_job_graph()
-"""The background update graph on the embedded default model, for ``langgraph dev``."""

@@ -18,7 +18,7 @@ from genmem.errors import InvalidSID
 from genmem.graph._runtime import abank_from_runtime, bank_from_runtime, sync_and_async
 from genmem.tools.lookup import DEFAULT_LOOKUP_K
 
-__all__ = ["LookupContext", "LookupState", "alookup_node", "build_lookup_graph", "graph"]
+__all__ = ["LookupContext", "LookupState", "alookup_node", "build_lookup_graph"]
 
 
 class LookupState(TypedDict, total=False):
@@ -66,6 +66,3 @@ def build_lookup_graph() -> StateGraph:
     g.add_edge(START, "lookup")
     g.add_edge("lookup", END)
     return g
-
-
-graph = build_lookup_graph()

@@ -22,7 +22,7 @@ from genmem.errors import GenMemError
 from genmem.graph._runtime import abank_from_runtime, bank_from_runtime, sync_and_async
 from genmem.memory.gate import WriteGate
 
-__all__ = ["UpdateContext", "UpdateState", "build_update_graph", "graph"]
+__all__ = ["UpdateContext", "UpdateState", "build_update_graph"]
 
 DEFAULT_ACTOR = "bank_update"
 
@@ -76,6 +76,3 @@ def build_update_graph() -> StateGraph:
     g.add_edge(START, "update")
     g.add_edge("update", END)
     return g
-
-
-graph = build_update_graph()

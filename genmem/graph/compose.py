@@ -64,8 +64,6 @@ __all__ = [
     "FuseState",
     "build_decompose_graph",
     "build_fuse_graph",
-    "decompose_graph",
-    "fuse_graph",
 ]
 
 ComposeError = Literal["invalid_sid", "empty_slot", "read_only", "no_pair", "judge", "bank"]
@@ -363,9 +361,3 @@ def build_decompose_graph(
     g.add_edge("rebuild", "write")
     g.add_edge("write", END)
     return g
-
-
-fuse_graph = build_fuse_graph()
-"""Fusion on the embedded default model (loaded on first use), for ``langgraph dev``."""
-decompose_graph = build_decompose_graph()
-"""Decomposition on the embedded default model (loaded on first use), for ``langgraph dev``."""

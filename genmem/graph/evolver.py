@@ -84,7 +84,6 @@ __all__ = [
     "RejectionKind",
     "build_evolver_graph",
     "decision_schema",
-    "graph",
 ]
 
 EVOLVER_NODE = "mem_evolver"
@@ -722,7 +721,3 @@ def build_evolver_graph(
     g.add_conditional_edges("decide", after_decide, ["apply", "decide", END])
     g.add_edge("apply", END)
     return g
-
-
-graph = build_evolver_graph()
-"""MemEvolver on the embedded default model (loaded on first use), for ``langgraph dev``."""

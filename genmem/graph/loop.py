@@ -58,9 +58,7 @@ __all__ = [
     "Mode",
     "Observer",
     "Scorer",
-    "background_graph",
     "build_genmem_graph",
-    "graph",
 ]
 
 
@@ -325,11 +323,3 @@ def build_genmem_graph(
     if queue is not None:
         attach_background(g, queue)
     return g
-
-
-graph = build_genmem_graph()
-"""The closed loop on the embedded default model (loaded on first use), for ``langgraph dev``."""
-
-background_graph = build_genmem_graph(evolve="background", background=ServerBackground())
-"""The same loop answering without waiting for MemEvolver: served, it starts each update as a
-background run of ``mem_evolver_job`` on the server (``genmem_background`` in langgraph.json)."""

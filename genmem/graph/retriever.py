@@ -63,7 +63,6 @@ __all__ = [
     "SupportSource",
     "build_retriever_graph",
     "extract_answer",
-    "graph",
 ]
 
 SupportSource = Literal["rewrite", "entry", "none"]
@@ -246,7 +245,3 @@ def build_retriever_graph(
     g.add_edge("lookup", "rewrite")
     g.add_edge("rewrite", END)
     return g
-
-
-graph = build_retriever_graph()
-"""MemRetriever on the embedded default model (loaded on first use), for ``langgraph dev``."""

@@ -77,7 +77,6 @@ __all__ = [
     "coordinator_prompt",
     "coordinator_schema",
     "default_subagents",
-    "graph",
     "report_answer",
 ]
 
@@ -769,7 +768,3 @@ def compile_planner(chat: BaseChatModel | str, tools: Any, max_steps: int) -> An
         interactor_tools=tools.interactor,
         config=StackPlannerConfig(budget=StackBudget(max_steps=max_steps)),
     ).compile()
-
-
-graph = build_stackplanner_graph()
-"""StackPlanner on the embedded default model (loaded on first use), for ``langgraph dev``."""

@@ -1,6 +1,7 @@
 """The data layer: SIDs, RQ-KMeans codebooks and metrics, encoders, SID-keyed banks."""
 
 from genmem.memory.bank import MAX_PAYLOAD_CHARS, Bank, import_bank
+from genmem.memory.bank_copy import copy_bank_file, working_copy
 from genmem.memory.build import (
     BuildReport,
     Consolidator,
@@ -93,6 +94,7 @@ __all__ = [
     "codebook_metrics",
     "coerce_sid",
     "concat_consolidate",
+    "copy_bank_file",
     "default_encoder",
     "encode_for_codebook",
     "format_for_encoding",
@@ -103,5 +105,6 @@ __all__ = [
     "open_store",
     "parse_bank_url",
     "search_configs",
+    "working_copy",
     "write_search_results",
 ]

@@ -41,7 +41,7 @@ def scratch_bank(bank_url: str, path: Path) -> Iterator[str]:
     files go: an open store would keep the removed files' descriptors, and a later copy at the
     same path would be read through the stale cached store.
     """
-    from genmem.experiments.seed_bank import copy_bank_file
+    from genmem.memory.bank_copy import copy_bank_file
     from genmem.memory.location import parse_bank_url
     from genmem.tools.lookup import close_resolved_banks
 

@@ -115,7 +115,7 @@ def run_grpo(
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    from genmem.experiments.evolution import working_copy
+    from genmem.memory.bank_copy import working_copy
     from genmem.memory.location import open_bank
     from genmem.policies.backends import capped_chat_model
 

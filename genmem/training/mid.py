@@ -188,7 +188,7 @@ def run_mid(
     ``world``-th) with its own scratch bank; the traces are gathered, so every process trains
     on the same examples, and the main process writes ``traces.jsonl`` in task order.
     """
-    from genmem.experiments.evolution import working_copy
+    from genmem.memory.bank_copy import working_copy
     from genmem.memory.location import open_bank
     from genmem.policies.backends import capped_chat_model
 

@@ -34,7 +34,7 @@ graded texts reach it as data blocks (:func:`~genmem.training.rewards.judge_mess
 part is returned per completion in ``parts``; :func:`reward_functions` exposes them to TRL (see
 :mod:`genmem.training.advantages` for how the two channels are weighted and normalised).
 
-Rollouts of a batch run ``concurrency`` at a time (:func:`~genmem.experiments.pool.run_tasks`)
+Rollouts of a batch run ``concurrency`` at a time (:func:`~genmem.envs.pool.run_tasks`)
 when the rest of the graph is a served model: each rollout holds its own SID (a context
 variable, never a shared attribute), writes its own scratch bank, and the log, its file and the
 failure count are guarded by one lock. Whole-turn rollouts run one at a time (the policy samples
@@ -63,9 +63,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from genmem.envs.base import Environment, Task
+from genmem.envs.pool import run_tasks, task_workers
 from genmem.envs.scoring import contrastive_outcome
 from genmem.errors import TooManyFailures
-from genmem.experiments.pool import run_tasks, task_workers
 from genmem.memory.sid import SIDSpec
 from genmem.policies.prompts import (
     NO_MEMORY_ANSWER,

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from genmem.experiments.stats import DEFAULT_INTERVALS, IntervalSettings, bootstrap_interval
+from genmem.envs.stats import DEFAULT_INTERVALS, IntervalSettings, bootstrap_interval
 from genmem.memory.sid import SIDSpec
 from genmem.policies.prompts import retriever_user_message
 

@@ -114,7 +114,7 @@ def test_grpo_rollouts_run_concurrently_on_the_server(
     served, seed_bank_url, tmp_path, capsys
 ) -> None:
     """GRPO's graph (planner, rewrite, decision) on the server, two rollouts at a time."""
-    from genmem.experiments.pool import ConcurrencyWarning
+    from genmem.envs.pool import ConcurrencyWarning
 
     out = tmp_path / "grpo"
     with warnings.catch_warnings(record=True) as said:

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from genmem.envs.gsm8k import GSM8KEnvironment
+from genmem.envs.pool import ConcurrencyWarning
 from genmem.experiments import coldstart
 from genmem.experiments.coldstart import ColdStartConfig
 from genmem.experiments.evaluate import EvalSettings, evaluate
 from genmem.experiments.evolution import run_evolution
 from genmem.experiments.experience_schemas import AttemptProse, ExperienceFields
-from genmem.experiments.pool import ConcurrencyWarning
 from genmem.experiments.runner import run_stream
 from tests.experiments.test_evaluate import FailingGenerator, role_fake
 from tests.experiments.test_evolution import _evolve, _Say, coin_chat

@@ -9,6 +9,7 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from genmem.envs.gsm8k import GSM8KEnvironment, calculate, calculator_tool
+from genmem.envs.stats import DEFAULT_INTERVALS
 from genmem.experiments.evaluate import (
     EvalRecord,
     EvalSettings,
@@ -17,7 +18,6 @@ from genmem.experiments.evaluate import (
     evaluate,
     summary_markdown,
 )
-from genmem.experiments.stats import DEFAULT_INTERVALS
 from tests.fakes import FakeChat, by_role, finish_reply
 from tests.graph._banks import A, one_entry_bank
 from tests.graph.test_retriever import FixedGenerator

@@ -21,9 +21,9 @@ from genmem.experiments.evolution import (
     _split,
     check_evolve_methods,
     run_evolution,
-    working_copy,
 )
 from genmem.experiments.evolution_stats import HIT_KEYS
+from genmem.memory.bank_copy import working_copy
 from genmem.memory.location import open_bank
 from tests.experiments.test_evaluate import FailingGenerator
 from tests.fakes import FakeChat, by_role, finish_reply
@@ -59,21 +59,6 @@ def test_split_is_disjoint_fixed_and_reused(tmp_path) -> None:
     assert _split(_tasks(20), cfg, other) == (probe, stream)  # same seed, same split
     with pytest.raises(ValueError, match="need 10"):
         _split(_tasks(9), cfg, tmp_path / "x")
-
-
-def test_work_copy_leaves_the_input_bank_alone(tmp_path) -> None:
-    src = tmp_path / "src"
-    src.mkdir()
-    url = one_entry_bank(src, "keep me")
-    out = tmp_path / "run"
-    out.mkdir()
-    work_url = working_copy(url, out)
-    work = open_bank(work_url)
-    work.revise(work.entries()[0].sid, "changed")
-    assert open_bank(url).entries()[0].payload == "keep me"
-    assert (
-        working_copy(url, out) == work_url and open_bank(work_url).entries()[0].payload == "changed"
-    )
 
 
 def test_evolve_cli_rejects_bad_input(tmp_path, capsys) -> None:

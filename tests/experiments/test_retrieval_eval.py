@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
+from genmem.envs.stats import IntervalSettings, bootstrap_interval
 from genmem.errors import InvalidSID
 from genmem.experiments.retrieval_eval import (
     RetrievalPair,
@@ -21,7 +22,6 @@ from genmem.experiments.retrieval_eval import (
     reranker_fn,
     sid_ranker,
 )
-from genmem.experiments.stats import IntervalSettings, bootstrap_interval
 from genmem.graph.retriever import build_retriever_graph
 from genmem.memory.sid import DEFAULT_SPEC, SIDSpec
 from genmem.memory.sqlite_store import SQLiteBankStore

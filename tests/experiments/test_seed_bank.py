@@ -14,10 +14,10 @@ from genmem.experiments.seed_bank import (
     SeedBankConfig,
     abstract_experience,
     build_seed_bank,
-    copy_bank_file,
     model_experience,
     reference_experience,
 )
+from genmem.memory.bank_copy import copy_bank_file
 from genmem.memory.location import open_bank
 from tests.fakes import FakeChat
 

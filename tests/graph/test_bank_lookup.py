@@ -43,4 +43,4 @@ def test_reads_a_bank_url_and_reports_bad_sids(tmp_path: Path) -> None:
 def test_langgraph_json_points_at_the_graph() -> None:
     cfg = json.loads((Path(__file__).resolve().parents[2] / "langgraph.json").read_text())
     path, _, name = cfg["graphs"]["bank_lookup"].partition(":")
-    assert path == "./genmem/graph/bank_lookup.py" and name == "graph"
+    assert path == "./genmem/served.py" and name == "bank_lookup"

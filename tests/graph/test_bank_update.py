@@ -61,7 +61,7 @@ def test_writes_go_through_the_bank_and_its_gate(tmp_path, use_async: bool) -> N
 
 def test_langgraph_json_serves_bank_update() -> None:
     cfg = json.loads((REPO / "langgraph.json").read_text(encoding="utf-8"))
-    assert cfg["graphs"]["bank_update"] == "./genmem/graph/bank_update.py:graph"
+    assert cfg["graphs"]["bank_update"] == "./genmem/served.py:bank_update"
     assert "store" not in cfg  # the server's own store unless a deployment sets store.path
 
 

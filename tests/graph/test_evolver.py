@@ -334,11 +334,12 @@ def test_config_is_validated() -> None:
         EvolverConfig(actor=" ")
 
 
-def test_module_graph_is_uncompiled_for_langgraph_dev() -> None:
-    from genmem.graph import evolver
+def test_served_graph_is_compiled_bare_for_langgraph_dev() -> None:
+    from genmem import served
 
-    assert isinstance(evolver.graph, StateGraph)  # the server compiles it with its store
-    assert set(evolver.graph.nodes) == {"address", "lookup", "decide", "apply"}
+    graph = served.mem_evolver()
+    assert graph.store is None  # the server adds its store to each run
+    assert set(graph.builder.nodes) == {"address", "lookup", "decide", "apply"}
 
 
 # -- the real default model ----------------------------------------------------------------------

@@ -145,11 +145,10 @@ def test_langgraph_json_serves_mem_retriever() -> None:
     import json
     from pathlib import Path
 
-    from langgraph.graph import StateGraph
-
-    from genmem.graph import retriever
+    from genmem import served
 
     cfg = json.loads((Path(__file__).resolve().parents[2] / "langgraph.json").read_text())
-    assert cfg["graphs"]["mem_retriever"] == "./genmem/graph/retriever.py:graph"
-    assert isinstance(retriever.graph, StateGraph)  # uncompiled: the server adds its store
-    assert set(retriever.graph.nodes) == {"address", "lookup", "rewrite"}
+    assert cfg["graphs"]["mem_retriever"] == "./genmem/served.py:mem_retriever"
+    graph = served.mem_retriever()
+    assert graph.store is None  # compiled bare: the server adds its store
+    assert set(graph.builder.nodes) == {"address", "lookup", "rewrite"}

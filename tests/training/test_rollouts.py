@@ -259,7 +259,7 @@ def test_concurrent_rollouts_stop_after_too_many_failures(tmp_path, tokenizer) -
 
 
 def test_whole_turn_rollouts_run_one_at_a_time_with_a_warning(tmp_path, tokenizer) -> None:
-    from genmem.experiments.pool import ConcurrencyWarning
+    from genmem.envs.pool import ConcurrencyWarning
 
     rollouts, _, _ = _rollouts(tmp_path, RoutingChat(), tokenizer, concurrency=4)
     try:

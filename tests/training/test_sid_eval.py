@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from genmem.experiments.stats import IntervalSettings
+from genmem.envs.stats import IntervalSettings
 from genmem.training.sid_eval import score_beams
 
 REFERENCES = [(0, 1, 2, 3), (1, 1, 1, 1), (2, 0, 0, 0)]

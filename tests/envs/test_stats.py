@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from genmem.experiments.stats import (
+from genmem.envs.stats import (
     DEFAULT_INTERVALS,
     IntervalSettings,
     bootstrap_interval,

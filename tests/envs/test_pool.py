@@ -8,8 +8,8 @@ import time
 import pytest
 
 from genmem.envs.gsm8k import GSM8KEnvironment
+from genmem.envs.pool import ConcurrencyWarning, run_tasks, samples_in_process, task_workers
 from genmem.envs.textworld_env import TextGameEnvironment
-from genmem.experiments.pool import ConcurrencyWarning, run_tasks, samples_in_process, task_workers
 from genmem.policies.chat_local import ChatLocal
 from tests.fakes import Overlap
 
@@ -63,7 +63,7 @@ def test_a_fault_starts_nothing_new_and_is_raised_after_the_runs_under_way() -> 
 
 _CTRL_C = """
 import json, signal, threading, time
-from genmem.experiments.pool import run_tasks
+from genmem.envs.pool import run_tasks
 
 main = threading.main_thread().ident
 ran, got = [], []
