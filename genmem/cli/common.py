@@ -40,6 +40,30 @@ def emit(obj: Any, *, as_json: bool, text: str | None = None) -> None:
         print(text if text is not None else json.dumps(obj, indent=2, ensure_ascii=False))
 
 
+def addressing(model: str, sid_model: str | None) -> Any:
+    """:func:`genmem.graph.addressing.addressing_for` for ``--model`` and ``--sid-model``; a
+    spec that cannot address is a usage error (exit 2)."""
+    from genmem.errors import InvalidModelSpec
+    from genmem.graph.addressing import addressing_for
+
+    try:
+        return addressing_for(model, sid_model)
+    except InvalidModelSpec as exc:
+        raise CLIError(str(exc)) from None
+
+
+def sid_generator(spec: str, bank: Any, **kwargs: Any) -> Any:
+    """:func:`genmem.policies.addressing.sid_generator_for`; a spec that cannot address this way
+    is a usage error (exit 2)."""
+    from genmem.errors import InvalidModelSpec
+    from genmem.policies.addressing import sid_generator_for
+
+    try:
+        return sid_generator_for(spec, bank, **kwargs)
+    except InvalidModelSpec as exc:
+        raise CLIError(str(exc)) from None
+
+
 def add_budget_arguments(p: argparse.ArgumentParser, *, max_steps: int = 3) -> None:
     """``--max-steps``, ``--max-new-tokens`` and ``--allowed``: the budgets of a graph run."""
     p.add_argument(

@@ -15,13 +15,14 @@ from genmem.cli.common import (
     add_concurrency_argument,
     add_interactor_argument,
     add_sid_model_argument,
+    addressing,
     check_concurrency,
     check_interactor,
     emit,
     positive_int,
+    sid_generator,
 )
 from genmem.cli.tasks import add_task_arguments, check_task_source, environment, first_error
-from genmem.graph.addressing import addressing_for
 
 __all__ = ["bank_or_seed", "register"]
 
@@ -122,7 +123,7 @@ def _eval(args: argparse.Namespace) -> int:
     check_task_source(args)
     check_concurrency(args)
     check_interactor(args)
-    sid_generator = addressing_for(args.model, args.sid_model)  # a bad spec: exit 2 first
+    sid_generator = addressing(args.model, args.sid_model)  # a bad spec: exit 2 first
     methods = _methods(args)
     out = Path(args.out)
     if args.pairs:
@@ -186,7 +187,7 @@ def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> 
         sid_ranker,
     )
     from genmem.memory.location import open_bank
-    from genmem.policies.addressing import bank_quantizer, is_aligned, sid_generator_for
+    from genmem.policies.addressing import bank_quantizer, is_aligned
     from genmem.policies.baselines import DenseRetriever, TfidfRetriever
     from genmem.policies.rerank import RerankConfig, Reranker
 
@@ -212,7 +213,7 @@ def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> 
     for method in methods:
         about: dict[str, Any] = {"addresser": method}
         if method == "sid":
-            policy = sid_generator_for(args.model, bank, allowed=args.allowed)
+            policy = sid_generator(args.model, bank, allowed=args.allowed)
             rank = sid_ranker(policy)
             aligned = is_aligned(getattr(policy, "policy", None), bank)
             about = {"addresser": "generative", "aligned": aligned}

@@ -13,12 +13,12 @@ from genmem.cli.common import (
     add_concurrency_argument,
     add_interactor_argument,
     add_sid_model_argument,
+    addressing,
     check_interactor,
     emit,
     positive_int,
 )
 from genmem.cli.tasks import add_task_arguments, check_task_source, environment, first_error
-from genmem.graph.addressing import addressing_for
 
 __all__ = ["register"]
 
@@ -156,7 +156,7 @@ def _evolve(args: argparse.Namespace) -> int:
             config,
             bank_url=args.bank,
             out=Path(args.out),
-            sid_generator=addressing_for(args.model, args.sid_model),
+            sid_generator=addressing(args.model, args.sid_model),
             reference_sids=_reference_sids(args, env),
             progress=not args.json,
             concurrency=args.concurrency,

@@ -15,6 +15,7 @@ from genmem.cli.common import (
     add_distill_argument,
     add_sid_model_argument,
     add_source_argument,
+    addressing,
     check_concurrency,
     emit,
     positive_int,
@@ -208,11 +209,10 @@ def _symbols(args: argparse.Namespace) -> int:
     from genmem.envs.stats import format_interval
     from genmem.experiments.plots import plot_symbols
     from genmem.experiments.symbols import CONDITIONS, SymbolsConfig, run_symbols
-    from genmem.graph.addressing import addressing_for
 
     check_task_source(args)
     check_concurrency(args)
-    factory = addressing_for(args.model, args.sid_model)  # a bad spec: exit 2 first
+    factory = addressing(args.model, args.sid_model)  # a bad spec: exit 2 first
     try:
         config = SymbolsConfig(
             beams=_ints(args.beams, "--beams"),
@@ -272,12 +272,11 @@ def _fusion(args: argparse.Namespace) -> int:
     from genmem.cli.eval import bank_or_seed
     from genmem.experiments.fusion import FUSION_CONDITIONS, FusionConfig, fusion_table, run_fusion
     from genmem.experiments.plots import plot_fusion
-    from genmem.graph.addressing import addressing_for
     from genmem.policies.backends import capped_chat_model
 
     check_task_source(args)
     check_concurrency(args)
-    factory = addressing_for(args.model, args.sid_model)  # a bad spec: exit 2 first
+    factory = addressing(args.model, args.sid_model)  # a bad spec: exit 2 first
     try:
         config = FusionConfig(
             conditions=_names(args.conditions, FUSION_CONDITIONS),  # type: ignore[arg-type]

@@ -7,7 +7,7 @@ import os
 
 from genmem import __version__
 from genmem.cli.common import CLIError, fail
-from genmem.errors import GenMemError, InvalidModelSpec
+from genmem.errors import GenMemError
 
 __all__ = ["build_parser", "main"]
 
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (CLIError, InvalidModelSpec) as exc:  # a flag's value that names nothing usable
+    except CLIError as exc:
         return fail(str(exc), 2)
     except GenMemError as exc:
         return fail(str(exc), 1)

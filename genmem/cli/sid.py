@@ -10,12 +10,12 @@ from genmem.cli.common import (
     CLIError,
     add_addresser_argument,
     add_sid_model_argument,
+    addressing,
     emit,
     fail,
     positive_int,
+    sid_generator,
 )
-from genmem.graph.addressing import addressing_for
-from genmem.policies.addressing import sid_generator_for
 
 __all__ = ["register"]
 
@@ -126,7 +126,7 @@ def _generator(args: argparse.Namespace, bank: Any) -> Any:
 
     if args.model == "quantizer" or args.addresser == "quantizer":
         return _quantizer(args, bank)
-    gen = sid_generator_for(
+    gen = sid_generator(
         args.model, bank, allowed=args.allowed, codebook=args.codebook, tokenizer=args.tokenizer
     )
     if resolve_addresser(args.addresser, getattr(gen, "policy", None), bank) == "generative":
@@ -137,7 +137,7 @@ def _generator(args: argparse.Namespace, bank: Any) -> Any:
 def _quantizer(args: argparse.Namespace, bank: Any) -> Any:
     """The quantizer on ``--codebook``, else on the bank's codebooks found by hash."""
     if args.codebook:
-        return sid_generator_for("quantizer", bank, allowed=args.allowed, codebook=args.codebook)
+        return sid_generator("quantizer", bank, allowed=args.allowed, codebook=args.codebook)
     from genmem.policies.addressing import bank_quantizer
 
     return bank_quantizer(bank, args.allowed)
@@ -236,7 +236,7 @@ def _fuse(args: argparse.Namespace) -> int:
     if len(args.sid) != 2:
         raise CLIError(f"--sid: fusion takes exactly two SIDs, got {len(args.sid)}")
     open_bank(args.bank)  # a bad URL or bank fails here, before a model loads
-    factory = addressing_for(args.model, args.sid_model)
+    factory = addressing(args.model, args.sid_model)
     chat = capped_chat_model(args.model, args.max_new_tokens)
     app = build_fuse_graph(
         chat, sid_generator=factory, config=ComposeConfig(addresser=args.addresser)

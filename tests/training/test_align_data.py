@@ -148,7 +148,7 @@ def test_weights_and_heldout_queries(bank, tokenizer) -> None:
     data = alignment_data(entry_sources(bank), tokenizer, cfg)
     counts = Counter(x.mapping for x in data.train)
     assert counts["sid_description"] == 0 and counts["trajectory_sid"] == 0
-    assert len(data.heldout) == 2 and len(data.trained_queries) == 1  # round(3 * 0.5)
+    assert len(data.heldout) == 1 and len(data.trained_queries) == 2
     held = data.heldout[0]["query"]
     assert counts["query_sid"] == 2 * 2  # two trained queries, twice each
     assert not any(held in x.prompt for x in data.train if x.mapping == "query_sid")
