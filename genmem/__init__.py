@@ -17,9 +17,10 @@ Everything else lives in the layers' packages (``genmem.memory``, ``genmem.polic
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from genmem._lazy import lazy_exports
+from genmem._version import __version__
 from genmem.errors import GenMemError
 
 if TYPE_CHECKING:
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     from genmem.memory.sid import SID
     from genmem.policies.backends import load_chat_model
 
-__version__ = "0.1.0"
 
 _PUBLIC = {
     "Bank": "genmem.memory.bank",
@@ -90,15 +90,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Load a public name's module on first use."""
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(f"module 'genmem' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_PUBLIC})
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _PUBLIC)

@@ -15,6 +15,7 @@ from genmem.cli.common import (
     positive_int,
 )
 from genmem.cli.tasks import add_task_arguments, check_task_source, environment, first_error
+from genmem.graph.stack import DEFAULT_MAX_STEPS
 
 __all__ = ["register"]
 
@@ -47,7 +48,12 @@ def register(bsub: argparse._SubParsersAction, url_help: str) -> None:
         default="llm",
         help="how records on one SID become one entry (llm: the model merges; concat: joined)",
     )
-    p.add_argument("--max-steps", type=positive_int, default=3, help="steps per attempt (3)")
+    p.add_argument(
+        "--max-steps",
+        type=positive_int,
+        default=DEFAULT_MAX_STEPS,
+        help=f"steps per attempt ({DEFAULT_MAX_STEPS})",
+    )
     p.add_argument("--max-new-tokens", type=positive_int, help="reply cap of an attempt's calls")
     p.add_argument(
         "--max-field-chars",

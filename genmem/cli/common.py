@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from genmem.graph.stack import DEFAULT_MAX_STEPS
+
 __all__ = [
     "CLIError",
     "add_addresser_argument",
@@ -64,7 +66,7 @@ def sid_generator(spec: str, bank: Any, **kwargs: Any) -> Any:
         raise CLIError(str(exc)) from None
 
 
-def add_budget_arguments(p: argparse.ArgumentParser, *, max_steps: int = 3) -> None:
+def add_budget_arguments(p: argparse.ArgumentParser, *, max_steps: int = DEFAULT_MAX_STEPS) -> None:
     """``--max-steps``, ``--max-new-tokens`` and ``--allowed``: the budgets of a graph run."""
     p.add_argument(
         "--max-steps",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from genmem import __version__
+from genmem._version import __version__
 from genmem.cli.common import CLIError, fail
 from genmem.errors import GenMemError
 

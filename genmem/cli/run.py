@@ -19,6 +19,7 @@ from genmem.cli.common import (
     positive_int,
 )
 from genmem.cli.tasks import add_task_arguments, check_task_source
+from genmem.graph.stack import DEFAULT_MAX_STEPS
 
 __all__ = [
     "RUN_BENCHES",
@@ -64,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
-def add_loop_arguments(p: argparse.ArgumentParser, *, max_steps: int = 3) -> None:
+def add_loop_arguments(p: argparse.ArgumentParser, *, max_steps: int = DEFAULT_MAX_STEPS) -> None:
     """Options shared by ``run`` and ``demo``: mode, model, budgets, addressing, scoring."""
     p.add_argument(
         "--mode",

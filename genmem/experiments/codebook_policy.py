@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 
 from genmem.envs.stats import DEFAULT_INTERVALS, IntervalSettings, PairedDiff
 from genmem.errors import GenMemError
+from genmem.graph.stack import DEFAULT_MAX_STEPS
 
 __all__ = [
     "METHODS",
@@ -84,7 +85,7 @@ class PolicySettings:
     """Bench the tasks come from."""
     model: str = "local"
     """Chat model of the graph's roles."""
-    max_steps: int = 3
+    max_steps: int = DEFAULT_MAX_STEPS
     """StackPlanner's step budget."""
     max_new_tokens: int | None = None
     """Reply cap of every model call."""

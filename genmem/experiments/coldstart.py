@@ -49,6 +49,7 @@ from genmem.experiments.experience_schemas import (
     capped_schema,
     experience_text,
 )
+from genmem.graph.stack import DEFAULT_MAX_STEPS
 from genmem.memory.data_block import data_block, escape_data
 from genmem.memory.gate import check_payload
 
@@ -78,7 +79,9 @@ class ColdStartConfig(BaseModel):
     codebook: str | None = Field(default=None, description="Reuse these codebooks; no fit.")
     model: str = Field(default="local", description="Chat model spec for every stage.")
     max_new_tokens: int | None = Field(default=None, ge=1, description="Attempt reply cap.")
-    max_steps: int = Field(default=3, ge=1, description="StackPlanner's step budget per try.")
+    max_steps: int = Field(
+        default=DEFAULT_MAX_STEPS, ge=1, description="StackPlanner's step budget per try."
+    )
     temperature: float = Field(default=0.7, ge=0.0, description="Sampling of tries 2..K.")
     merge: Literal["llm", "concat"] = Field(default="llm", description="Leaf consolidation.")
     retries: int = Field(default=2, ge=0, le=5, description="Retries of an unparsable reply.")

@@ -49,6 +49,7 @@ from genmem.envs.stats import (
 )
 from genmem.experiments.methods import Method, check_methods, method_generator
 from genmem.experiments.runner import memory_op
+from genmem.graph.stack import DEFAULT_MAX_STEPS
 
 __all__ = [
     "EvalRecord",
@@ -86,7 +87,9 @@ class EvalSettings(BaseModel):
         "quantizer); each record says which did.",
     )
     memory_k: int = Field(default=5, ge=1, le=50, description="Entries a lookup returns.")
-    max_steps: int = Field(default=3, ge=1, description="StackPlanner's step budget.")
+    max_steps: int = Field(
+        default=DEFAULT_MAX_STEPS, ge=1, description="StackPlanner's step budget."
+    )
     max_new_tokens: int | None = Field(
         default=None, ge=1, description="Reply cap of every model call (None: the backend's)."
     )

@@ -13,6 +13,7 @@ from genmem.experiments.evolution_stats import (
     CheckpointPair,
     CheckpointScore,
 )
+from genmem.graph.stack import DEFAULT_MAX_STEPS
 
 __all__ = [
     "ABLATION",
@@ -62,7 +63,7 @@ class EvolveConfig(BaseModel):
         description="What addresses (auto: an aligned policy generates, else the quantizer).",
     )
     memory_k: int = Field(default=5, ge=1, le=50)
-    max_steps: int = Field(default=3, ge=1)
+    max_steps: int = Field(default=DEFAULT_MAX_STEPS, ge=1)
     max_new_tokens: int | None = Field(default=None, ge=1)
     interactor: Literal["tools", "rank"] = Field(
         default="tools",

@@ -42,6 +42,7 @@ from genmem.envs.stats import (
     paired_difference,
 )
 from genmem.experiments.solve import SolverRun, entries_support, scores_by_task, solve_task
+from genmem.graph.stack import DEFAULT_MAX_STEPS
 from genmem.policies.addressing import Addresser, check_addresser
 
 __all__ = [
@@ -72,7 +73,7 @@ class FusionConfig:
     """How each task's two source entries are found among the bank's payloads."""
     addresser: Addresser = "auto"
     """What places the fused entry (``auto``: an aligned policy, else the quantizer)."""
-    max_steps: int = 3
+    max_steps: int = DEFAULT_MAX_STEPS
     """The solver's coordinator steps per run."""
 
     def __post_init__(self) -> None:

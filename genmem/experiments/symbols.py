@@ -44,6 +44,7 @@ from genmem.envs.stats import (
     paired_difference,
 )
 from genmem.experiments.solve import SolverRun, entries_support, scores_by_task, solve_task
+from genmem.graph.stack import DEFAULT_MAX_STEPS
 from genmem.memory.sid import SID, SIDSpec
 from genmem.policies.prompts import NO_MEMORY_ANSWER, retriever_user_message
 from genmem.policies.types import SIDCandidate, SIDGenerator
@@ -83,7 +84,7 @@ class SymbolsConfig:
     """The ``k`` SIDs per task (beam width of the addresser)."""
     conditions: tuple[Condition, ...] = CONDITIONS
     """Which conditions run (``raw`` always does: the others are paired with it)."""
-    max_steps: int = 3
+    max_steps: int = DEFAULT_MAX_STEPS
     """The solver's coordinator steps per run."""
     memory_k: int = 1
     """Entries one SID's lookup returns (its exact entry, else its nearest relatives)."""

@@ -48,7 +48,6 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 
-from genmem.graph._memory_nodes import Mode, check_mode, retrieval_update
 from genmem.graph._runtime import sync_and_async
 from genmem.graph.addressing import GeneratorFactory
 from genmem.graph.background import (
@@ -56,11 +55,10 @@ from genmem.graph.background import (
     EvolveMode,
     ServerBackground,
     attach_background,
-    background_evolver,
-    queue_update,
 )
-from genmem.graph.evolver import EvolverConfig, build_evolver_graph
-from genmem.graph.retriever import MemoryContext, RetrieverConfig, build_retriever_graph
+from genmem.graph.evolver import EvolverConfig
+from genmem.graph.memory_nodes import MemoryAgents, Mode, check_mode, fresh_memory_state
+from genmem.graph.retriever import MemoryContext, RetrieverConfig
 from genmem.graph.trajectory import StepRecord, Trajectory, extend_or_reset
 from genmem.memory.bank import Bank
 from genmem.memory.data_block import data_block
@@ -115,6 +113,11 @@ class MemoryAgentState(MemoryAgentInput, total=False):
     """Why the write gate's checks refused the retriever's rewrite, when they did."""
     trajectory: dict[str, Any] | None
     """What the agent did this run, as a ``Trajectory.model_dump()`` (MemEvolver's input)."""
+    update_sid: str | None
+    """Where MemEvolver wrote (or would have written) this run's update."""
+    update_addresser: str | None
+    decision: dict[str, Any] | None
+    """MemEvolver's decision as it made it (operation, SID, payload), before the write gate."""
     update: dict[str, Any] | None
     evolve_error: dict[str, Any] | None
     evolve_job: str | None
@@ -257,12 +260,16 @@ def add_memory(
         state_schema = _with_key(MemoryAgentState, query_key, "MemoryAgentQueryState")
         input_schema = _with_key(MemoryAgentInput, query_key, "MemoryAgentQueryInput")
 
-    retriever = build_retriever_graph(
-        model, sid_generator=sid_generator, config=retriever_config
-    ).compile(name="mem_retriever")
-    evolver_graph = build_evolver_graph(model, sid_generator=sid_generator, config=evolver_config)
-    evolver = evolver_graph.compile(name="mem_evolver")
-    queue = background_evolver(evolve, background, evolver_graph)
+    memory = MemoryAgents.build(
+        model,
+        model,
+        sid_generator=sid_generator,
+        retriever_config=retriever_config,
+        evolver_config=evolver_config,
+        evolve=evolve,
+        background=background,
+        pass_outcome=False,  # a wrapped agent's run has no environment verdict
+    )
 
     def start(state: dict[str, Any]) -> dict[str, Any]:
         messages = list(state.get("messages") or [])
@@ -280,34 +287,11 @@ def add_memory(
             query = content_text(messages[last].content)
             if not query.strip():
                 raise ValueError("the last human message has no text to address memory with")
-        fresh = dict.fromkeys(
-            (
-                "sid",
-                "addresser",
-                "support",
-                "support_source",
-                "support_refused",
-                "trajectory",
-                "update",
-                "evolve_error",
-                "evolve_job",
-            )
-        )
         return {
-            **fresh,
+            **fresh_memory_state("trajectory"),
             "query": query.strip(),
             "mode": check_mode(state.get("mode") or default),
-            "retrieved": [],
-            "events": None,
         }
-
-    def retrieve(state: dict[str, Any], runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-        out = retriever.invoke({"query": state["query"]}, context=runtime.context)
-        return retrieval_update(out)
-
-    async def aretrieve(state: dict[str, Any], runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-        out = await retriever.ainvoke({"query": state["query"]}, context=runtime.context)
-        return retrieval_update(out)
 
     def call_agent(state: dict[str, Any], runtime: Runtime[MemoryContext]) -> dict[str, Any]:
         messages, given = agent_messages(state)
@@ -356,28 +340,6 @@ def add_memory(
         }
         return {"messages": new, "trajectory": trajectory.model_dump(), "events": [event]}
 
-    def evolver_input(state: dict[str, Any]) -> dict[str, Any]:
-        return {"query": state["query"], "trajectory": state["trajectory"], "outcome": None}
-
-    def run_evolver(state: dict[str, Any], runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-        if queue is not None:
-            return queue_update(queue, evolver_input(state), runtime)
-        return evolved(evolver.invoke(evolver_input(state), context=runtime.context))
-
-    async def arun_evolver(
-        state: dict[str, Any], runtime: Runtime[MemoryContext]
-    ) -> dict[str, Any]:
-        if queue is not None:
-            return await asyncio.to_thread(queue_update, queue, evolver_input(state), runtime)
-        return evolved(await evolver.ainvoke(evolver_input(state), context=runtime.context))
-
-    def evolved(out: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "update": out.get("update"),
-            "evolve_error": out.get("error"),
-            "events": list(out.get("events", [])),
-        }
-
     def after_start(state: dict[str, Any]) -> str:
         return AGENT_NODE if state["mode"] == "no_memory" else "retrieve"
 
@@ -387,16 +349,16 @@ def add_memory(
     g = StateGraph(state_schema, context_schema=MemoryContext, input_schema=input_schema)
     g.add_node("start", start)
     # Under ainvoke/astream the memory nodes and the agent run their async bodies.
-    g.add_node("retrieve", sync_and_async(retrieve, aretrieve))
+    g.add_node("retrieve", memory.retrieve.node())
     g.add_node(AGENT_NODE, sync_and_async(call_agent, acall_agent))
-    g.add_node("evolve", sync_and_async(run_evolver, arun_evolver))
+    g.add_node("evolve", memory.evolve.node())
     g.add_edge(START, "start")
     g.add_conditional_edges("start", after_start, ["retrieve", AGENT_NODE])
     g.add_edge("retrieve", AGENT_NODE)
     g.add_conditional_edges(AGENT_NODE, after_agent, ["evolve", END])
     g.add_edge("evolve", END)
-    if queue is not None:
-        attach_background(g, queue)
+    if memory.queue is not None:
+        attach_background(g, memory.queue)
     return g
 
 

@@ -18,7 +18,6 @@ named per run in the context (``bank_url``, ``bank_id``) or comes from the graph
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, TypedDict
 
@@ -27,24 +26,22 @@ from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
-from genmem.graph._memory_nodes import MODES, Mode, check_mode, retrieval_update
 from genmem.graph._runtime import sync_and_async
 from genmem.graph.background import (
     BackgroundConfig,
     EvolveMode,
     ServerBackground,
     attach_background,
-    background_evolver,
-    queue_update,
 )
-from genmem.graph.evolver import EvolverConfig, build_evolver_graph
-from genmem.graph.retriever import MemoryContext, RetrieverConfig, build_retriever_graph
+from genmem.graph.evolver import EvolverConfig
+from genmem.graph.memory_nodes import MODES, MemoryAgents, Mode, check_mode, fresh_memory_state
+from genmem.graph.retriever import MemoryContext, RetrieverConfig
 from genmem.graph.stackplanner import (
     PlannerContext,
     StackPlannerConfig,
-    SubAgent,
     build_stackplanner_graph,
 )
+from genmem.graph.subagents import SubAgent
 from genmem.graph.trajectory import extend_or_reset
 from genmem.policies.backends import RoleModels
 from genmem.policies.types import SIDGenerator
@@ -180,9 +177,15 @@ def build_genmem_graph(
     def role(name: str) -> BaseChatModel | str:
         return models.model(name) if models is not None else model  # type: ignore[arg-type]
 
-    retriever = build_retriever_graph(
-        role("retriever"), sid_generator=sid_generator, config=retriever_config
-    ).compile(name="mem_retriever")
+    memory = MemoryAgents.build(
+        role("retriever"),
+        role("evolver"),
+        sid_generator=sid_generator,
+        retriever_config=retriever_config,
+        evolver_config=evolver_config,
+        evolve=evolve,
+        background=background,
+    )
     planner = build_stackplanner_graph(
         role("lead"),
         subagent_model=role("subagent"),
@@ -192,49 +195,12 @@ def build_genmem_graph(
         interactor_tools=interactor_tools,
         config=planner_config,
     ).compile(name="stackplanner")
-    evolver_graph = build_evolver_graph(
-        role("evolver"), sid_generator=sid_generator, config=evolver_config
-    )
-    evolver = evolver_graph.compile(name="mem_evolver")
-    queue = background_evolver(evolve, background, evolver_graph)
 
     def start(state: GenMemState) -> dict[str, Any]:
         query = state.get("query")
         if not isinstance(query, str) or not query.strip():
             raise ValueError("the GenMem graph needs a non-empty 'query' in its input")
-        mode = check_mode(state.get("mode"))
-        fresh = dict.fromkeys(
-            (
-                "sid",
-                "addresser",
-                "support",
-                "support_source",
-                "support_refused",
-                "answer",
-                "score",
-                "update_sid",
-                "update_addresser",
-                "decision",
-                "update",
-                "evolve_job",
-            )
-        )
-        return {
-            **fresh,
-            "mode": mode,
-            "retrieved": [],
-            "evolve_error": None,
-            "events": None,
-        }
-
-    def retrieve(state: GenMemState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
-        return retrieval_update(
-            retriever.invoke({"query": state["query"]}, context=runtime.context)
-        )
-
-    async def aretrieve(state: GenMemState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
-        out = await retriever.ainvoke({"query": state["query"]}, context=runtime.context)
-        return retrieval_update(out)
+        return {**fresh_memory_state("answer", "score"), "mode": check_mode(state.get("mode"))}
 
     def planner_input(state: GenMemState) -> dict[str, Any]:
         support = state.get("support") if state.get("mode") != "no_memory" else None
@@ -269,33 +235,6 @@ def build_genmem_graph(
             outcome = observer(state.get("answer"))
         return {"score": score, "outcome": outcome}
 
-    def evolver_input(state: GenMemState) -> dict[str, Any]:
-        return {
-            "query": state["query"],
-            "trajectory": state["trajectory"],
-            "outcome": state.get("outcome"),
-        }
-
-    def run_evolver(state: GenMemState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
-        if queue is not None:
-            return queue_update(queue, evolver_input(state), runtime)
-        return evolved(evolver.invoke(evolver_input(state), context=runtime.context))
-
-    async def arun_evolver(state: GenMemState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
-        if queue is not None:
-            return await asyncio.to_thread(queue_update, queue, evolver_input(state), runtime)
-        return evolved(await evolver.ainvoke(evolver_input(state), context=runtime.context))
-
-    def evolved(out: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "update_sid": out.get("sid"),
-            "update_addresser": out.get("addresser"),
-            "decision": out.get("decision"),
-            "update": out.get("update"),
-            "evolve_error": out.get("error"),
-            "events": list(out.get("events", [])),
-        }
-
     def after_start(state: GenMemState) -> str:
         return "execute" if state["mode"] == "no_memory" else "retrieve"
 
@@ -310,16 +249,16 @@ def build_genmem_graph(
     )
     g.add_node("start", start)
     # Under ainvoke/astream the memory nodes await the subgraphs' async paths.
-    g.add_node("retrieve", sync_and_async(retrieve, aretrieve))
+    g.add_node("retrieve", memory.retrieve.node())
     g.add_node("execute", sync_and_async(execute, aexecute))
     g.add_node("assess", assess)
-    g.add_node("evolve", sync_and_async(run_evolver, arun_evolver))
+    g.add_node("evolve", memory.evolve.node())
     g.add_edge(START, "start")
     g.add_conditional_edges("start", after_start, ["retrieve", "execute"])
     g.add_edge("retrieve", "execute")
     g.add_edge("execute", "assess")
     g.add_conditional_edges("assess", after_assess, ["evolve", END])
     g.add_edge("evolve", END)
-    if queue is not None:
-        attach_background(g, queue)
+    if memory.queue is not None:
+        attach_background(g, memory.queue)
     return g

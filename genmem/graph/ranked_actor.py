@@ -29,7 +29,7 @@ from genmem.policies.choice_scoring import ChoiceScorer, ChoiceScoringUnavailabl
 from genmem.policies.prompts import NO_MEMORY_ANSWER
 
 if TYPE_CHECKING:
-    from genmem.graph.stackplanner import SubAgent
+    from genmem.graph.subagents import SubAgent
 
 __all__ = ["RankedActor", "ranking_prompt"]
 

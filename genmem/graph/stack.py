@@ -26,6 +26,7 @@ from genmem.errors import GenMemError
 from genmem.graph.planner_actions import ReviseAction
 
 __all__ = [
+    "DEFAULT_MAX_STEPS",
     "EntryKind",
     "InvalidStackEdit",
     "StackBudget",
@@ -426,11 +427,16 @@ def approx_tokens(text: str) -> int:
     return -(-len(text) // 4)
 
 
+DEFAULT_MAX_STEPS = 3
+"""StackPlanner's step budget per run wherever none is given: the library's graphs, every
+command's ``--max-steps`` and every experiment's config."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class StackBudget:
     """How far one StackPlanner run may go before it stops with its best answer so far."""
 
-    max_steps: int = 12
+    max_steps: int = DEFAULT_MAX_STEPS
     """Coordinator steps (one action each, invalid ones included) before the run stops."""
 
     max_entries: int = 16

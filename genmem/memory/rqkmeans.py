@@ -57,7 +57,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from sklearn.cluster import KMeans
 from tqdm.auto import tqdm
 
-from genmem import __version__
+from genmem._version import __version__
 from genmem.errors import CodebookError, InvalidSID
 from genmem.memory._assign import (
     CHUNK_ROWS,

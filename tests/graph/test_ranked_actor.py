@@ -19,10 +19,9 @@ from genmem.graph.ranked_actor import RankedActor, ranking_prompt
 from genmem.graph.stack import StackBudget
 from genmem.graph.stackplanner import (
     StackPlannerConfig,
-    SubAgent,
     build_stackplanner_graph,
-    default_subagents,
 )
+from genmem.graph.subagents import SubAgent, default_subagents
 from genmem.policies.choice_scoring import ChoiceScoringUnavailable
 from tests.fakes import ScoringChat
 

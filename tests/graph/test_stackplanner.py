@@ -14,11 +14,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from genmem.graph.stack import StackBudget
 from genmem.graph.stackplanner import (
     StackPlannerConfig,
-    SubAgent,
     build_stackplanner_graph,
     coordinator_schema,
     report_answer,
 )
+from genmem.graph.subagents import SubAgent
 from genmem.graph.trajectory import Trajectory
 from genmem.policies.prompts import NO_MEMORY_ANSWER
 from tests.fakes import FakeChat

@@ -1,0 +1,109 @@
+"""StackPlanner's sub-agents: what the coordinator can delegate to, and their prompts.
+
+A :class:`SubAgent` names a worker, describes it to the coordinator, and gives it tools and a
+way to act (``tools``: write tool calls; ``rank``: score a game's valid commands,
+:mod:`genmem.graph.ranked_actor`). :func:`default_subagents` is the shipped team.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from langchain_core.tools import BaseTool
+
+from genmem.graph.planner_actions import DEFAULT_AGENTS
+
+__all__ = ["SubAgent", "default_subagents", "subagent_prompt"]
+
+
+@dataclass(frozen=True)
+class SubAgent:
+    """A sub-agent the coordinator can delegate to."""
+
+    name: str
+    description: str
+    tools: tuple[BaseTool, ...] = ()
+    prompt: str = ""
+    """System prompt; empty uses the shipped prompt for the name (or a generic one)."""
+    max_tool_calls: int = 8
+    """Tool calls one delegation may make before it has to report."""
+    act: Literal["tools", "rank"] = "tools"
+    """``tools``: the model writes tool calls; ``rank``: it ranks a game's valid commands by
+    likelihood and plays the best (:mod:`genmem.graph.ranked_actor`; local models only)."""
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,39}", self.name or ""):
+            raise ValueError(f"sub-agent name {self.name!r}: use letters, digits, '_' or '-'")
+        if not self.description.strip():
+            raise ValueError(f"sub-agent {self.name!r} needs a description for the coordinator")
+        if self.max_tool_calls < 1:
+            raise ValueError(f"sub-agent {self.name!r}: max_tool_calls must be >= 1")
+        if self.act not in ("tools", "rank"):
+            raise ValueError(f"sub-agent {self.name!r}: act={self.act!r}; use 'tools' or 'rank'")
+        if self.act == "rank" and not self.tools:
+            raise ValueError(f"sub-agent {self.name!r}: act='rank' needs a game's tools")
+        object.__setattr__(self, "tools", tuple(self.tools))
+
+
+_SUBAGENT_PROMPTS = {
+    "solver": (
+        "You are the solver of a small team. Work out the sub-task you are given on your own: "
+        "reason step by step, do the arithmetic carefully{tools}, and check the result against "
+        "the task. Finish with the result inside <answer>...</answer>, just the value or the "
+        "short phrase asked for."
+    ),
+    "research": (
+        "You are the researcher of a small team. Use the search tool to find the facts the "
+        "sub-task needs; search again with other words when a result does not help. Report "
+        "briefly what you found and the evidence (titles or quotes), and put the direct answer "
+        "inside <answer>...</answer>."
+    ),
+    "interactor": (
+        "You are the interactor of a small team. Act in the environment through its tools to "
+        "carry out the sub-task: look at what each step returns and choose the next action "
+        "from the admissible ones. When done, or when stuck, report what you did and what "
+        "happened, with the outcome inside <answer>...</answer>."
+    ),
+}
+_GENERIC_PROMPT = (
+    "You are the {name} of a small team: {description}. Carry out the sub-task you are given "
+    "and report the result briefly, with the outcome inside <answer>...</answer>."
+)
+
+
+def subagent_prompt(agent: SubAgent) -> str:
+    """The system prompt of ``agent``: its own, the shipped one for its name, or a generic one."""
+    if agent.prompt:
+        return agent.prompt
+    if agent.name in _SUBAGENT_PROMPTS:
+        tools = " (use the tools you have for calculations)" if agent.tools else ""
+        return _SUBAGENT_PROMPTS[agent.name].format(tools=tools)
+    return _GENERIC_PROMPT.format(name=agent.name, description=agent.description)
+
+
+def default_subagents(
+    *,
+    solver_tools: Sequence[BaseTool] = (),
+    research_tools: Sequence[BaseTool] = (),
+    interactor_tools: Sequence[BaseTool] = (),
+    interactor: Literal["tools", "rank"] = "tools",
+) -> list[SubAgent]:
+    """The shipped sub-agents: always the solver; research and interactor when given tools."""
+    agents = [SubAgent("solver", DEFAULT_AGENTS["solver"], tuple(solver_tools))]
+    if research_tools:
+        agents.append(SubAgent("research", DEFAULT_AGENTS["research"], tuple(research_tools)))
+    if interactor_tools:
+        agents.append(
+            SubAgent(
+                "interactor",
+                DEFAULT_AGENTS["interactor"],
+                tuple(interactor_tools),
+                "",
+                30,
+                act=interactor,
+            )
+        )
+    return agents
