@@ -365,6 +365,9 @@ def test_queries_from_a_file_reach_the_entries_they_name(text_bank, tokenizer) -
     assert not any(s.queries for s in entry_sources(text_bank))  # the bank is untouched
     data = alignment_data(added, tokenizer, AlignDataConfig(heldout=0.5))
     assert len(data.heldout) == 2 and len(data.trained_queries) == 1  # round(3 * 0.5)
+    # --heldout 0: every query is trained, none is measured
+    whole = alignment_data(added, tokenizer, AlignDataConfig(heldout=0.0))
+    assert whole.heldout == [] and len(whole.trained_queries) == 3
 
 
 def test_bad_queries_are_refused_by_line(text_bank) -> None:

@@ -277,8 +277,3 @@ def test_a_bank_from_plain_texts_aligns_with_queries_from_a_file(
     assert report["counts"]["query_sid"] > 0
     # every query was kept (3 trained, 1 held out), and no held-out query was trained
     assert report["before"]["trained"]["n"] == 2 and report["before"]["heldout"]["n"] == 1
-    # --heldout 0 trains on all of them and measures no held-out accuracy
-    whole = tmp_path / "whole"
-    assert main([*args, "--queries", str(queries), "--heldout", "0", "--out", str(whole)]) == 0
-    report = json.loads(capsys.readouterr().out)
-    assert report["heldout"] == 0 and "heldout" not in report["after"]
