@@ -384,22 +384,26 @@ class Overlap:
 # --- models and codebooks -----------------------------------------------------------------------
 
 
+def _tiny(tokenizer: Any) -> dict[str, int]:
+    """The shape of the tiny random test models: 2 layers of width 32 over the tokenizer's
+    vocabulary."""
+    return {
+        "vocab_size": len(tokenizer),
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+    }
+
+
 def tiny_llama(tokenizer: Any, *, seed: int, **config: Any) -> Any:
     """A 2-layer random Llama (about 1.6M parameters) for ``tokenizer``'s vocabulary, its
     weights drawn after ``torch.manual_seed(seed)``; ``config`` adds to its ``LlamaConfig``."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    shape = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        tie_word_embeddings=True,
-        **config,
-    )
+    shape = LlamaConfig(**_tiny(tokenizer), tie_word_embeddings=True, **config)
     torch.manual_seed(seed)
     return LlamaForCausalLM(shape)
 
@@ -411,12 +415,7 @@ def tiny_gemma3(tokenizer: Any, *, seed: int, sliding_window: int = 4) -> Any:
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
     shape = Gemma3TextConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
+        **_tiny(tokenizer),
         head_dim=16,
         sliding_window=sliding_window,
         layer_types=["sliding_attention", "full_attention"],

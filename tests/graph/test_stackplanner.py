@@ -110,11 +110,16 @@ def test_invalid_action_is_an_observation_then_corrected() -> None:
     assert "not a valid action" in lead.prompts[1][1].content
 
 
+ROOMY = 12
+"""A step budget roomy enough for a scenario to reach the other limit it tests (the default,
+DEFAULT_MAX_STEPS, is 3)."""
+
+
 def test_too_many_invalid_replies_end_the_run_with_the_best_answer() -> None:
     lead = FakeListChatModel(
         responses=[_act("delegate", agent="solver", task="3 pens?")] + ["nonsense"] * 10
     )
-    cfg = StackPlannerConfig(budget=StackBudget(max_invalid_actions=2))
+    cfg = StackPlannerConfig(budget=StackBudget(max_steps=ROOMY, max_invalid_actions=2))
     out = _run(lead, config=cfg)
     assert out["status"] == "budget" and out["answer"] == "6"
     traj = out["trajectory"]
@@ -158,7 +163,7 @@ def test_revise_ops_and_a_bad_edit_do_not_crash() -> None:
             _act("finish", answer="6"),
         ]
     )
-    out = _run(lead)
+    out = _run(lead, config=StackPlannerConfig(budget=StackBudget(max_steps=ROOMY)))
     steps = out["trajectory"]["steps"]
     assert steps[1]["stack_edits"] == ["prune #1 into #2 failure note"]
     assert steps[2]["stack_edits"] == ["push #3 note"]
@@ -171,7 +176,7 @@ def test_full_stack_is_condensed_automatically() -> None:
     delegations = [_act("delegate", agent="solver", task=f"part {i}") for i in range(6)]
     lead = FakeListChatModel(responses=[*delegations, _act("finish", answer="6")])
     sub = FakeListChatModel(responses=[f"part done <answer>{i}</answer>" for i in range(6)])
-    cfg = StackPlannerConfig(budget=StackBudget(max_entries=4))
+    cfg = StackPlannerConfig(budget=StackBudget(max_steps=ROOMY, max_entries=4))
     out = _run(lead, sub, config=cfg)
     condensed = [s for s in out["trajectory"]["steps"] if s["action"] == "condense"]
     assert condensed and condensed[0]["agent"] == "system"
