@@ -65,6 +65,9 @@ _CTRL_C = """
 import json, signal, threading, time
 from genmem.envs.pool import run_tasks
 
+# a process started in the background by a shell inherits SIGINT ignored: Ctrl-C as in a terminal
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 main = threading.main_thread().ident
 ran, got = [], []
 both = threading.Barrier(2, timeout=30)
