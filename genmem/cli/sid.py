@@ -199,7 +199,9 @@ def _bench(args: argparse.Namespace) -> int:
     from genmem.envs.bundled import read_gsm8k
 
     contexts = [r["question"] for r in read_gsm8k(limit=args.contexts)]
-    path = None if args.model in ("local", "default") else args.model.removeprefix("local:")
+    from genmem.policies.addressing import local_policy_path
+
+    path = local_policy_path(args.model)
     report = run_decode_bench(path, contexts, beams=beams, progress=not args.json)
     emit(report.model_dump(), as_json=args.json, text=report.table())
     sys.stdout.flush()

@@ -25,6 +25,7 @@ from genmem.policies.addressing import (
     bank_quantizer,
     check_addresser,
     is_local_spec,
+    local_policy_path,
     resolve_addresser,
     sid_generator_for,
 )
@@ -206,14 +207,13 @@ def _aligned_on_disk(spec: str, bank: Bank) -> bool:
     Read from the policy directory's record, without loading weights; the embedded models ship
     unaligned.
     """
-    if spec.strip() in ("local", "default"):
-        return False
     from pathlib import Path
 
     from genmem.policies.policy_dir import read_info
 
-    directory = Path(spec.removeprefix("local:"))
-    if not directory.is_dir():
+    path = local_policy_path(spec)
+    if path is None or not Path(path).is_dir():
         return False
+    directory = Path(path)
     alignment = read_info(directory).alignment
     return alignment is not None and alignment.codebook_hash == bank.codebook_hash

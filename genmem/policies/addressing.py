@@ -34,6 +34,7 @@ __all__ = [
     "check_addresser",
     "is_aligned",
     "is_local_spec",
+    "local_policy_path",
     "resolve_addresser",
     "sid_generator_for",
 ]
@@ -115,6 +116,12 @@ def is_local_spec(spec: str) -> bool:
     return spec.strip() in ("local", "default") or spec.startswith("local:")
 
 
+def local_policy_path(spec: str) -> str | None:
+    """What a local spec names for ``load_policy``: None for the embedded default (``local``,
+    ``default``), else the directory or embedded name after ``local:``."""
+    return None if spec in ("local", "default") else spec.removeprefix("local:")
+
+
 def sid_generator_for(
     spec: str,
     bank: Bank,
@@ -167,5 +174,6 @@ def sid_generator_for(
         )
     from genmem.policies.sid_decoding import SIDDecodingConfig, TransformersSIDGenerator
 
-    path = None if spec in ("local", "default") else spec.removeprefix("local:")
-    return TransformersSIDGenerator.load(path, bank=bank, config=SIDDecodingConfig(allowed=allowed))
+    return TransformersSIDGenerator.load(
+        local_policy_path(spec), bank=bank, config=SIDDecodingConfig(allowed=allowed)
+    )
