@@ -27,7 +27,7 @@ from genmem.memory.bank import Bank
 from genmem.memory.build import BuildReport, ExperienceRecord, build_bank
 from genmem.memory.encoders import Encoder, encode_for_codebook, load_encoder
 from genmem.memory.gate import DEFAULT_GATE, GateConfig
-from genmem.memory.location import BankURL, open_store, parse_bank_url
+from genmem.memory.location import new_sqlite_file, open_store, parse_bank_url
 from genmem.memory.rqkmeans import Codebooks, RQKMeans, RQKMeansConfig
 from genmem.memory.sid import DEFAULT_SIZES
 
@@ -111,7 +111,7 @@ def bank_from_texts(
         raise ValueError("bank_from_texts needs at least one text")
     parsed = parse_bank_url(bank_url)
     books = Codebooks.load(codebooks) if isinstance(codebooks, str | Path) else codebooks
-    if books is None and sizes is None and _new_file(parsed):
+    if books is None and sizes is None and new_sqlite_file(parsed):
         sizes_for(len(records))  # too few texts to fit: refuse before a file is made
     store = open_store(parsed)
     existing = store.get_info(parsed.bank_id)
@@ -149,10 +149,3 @@ def bank_from_texts(
     )
     report = build_bank(bank, records, books.sids(vectors), progress=progress, gate=gate)
     return BankBuild(bank=bank, codebooks=books, report=report, fitted=fitted)
-
-
-def _new_file(parsed: BankURL) -> bool:
-    """Whether ``parsed`` names a SQLite file that does not exist yet (opening would make it)."""
-    if parsed.scheme not in ("sqlite", "langgraph+sqlite") or parsed.location == ":memory:":
-        return False
-    return not Path(parsed.location).exists()

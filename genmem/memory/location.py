@@ -21,7 +21,14 @@ if TYPE_CHECKING:
     from genmem.memory.bank import Bank
     from genmem.memory.rqkmeans import Codebooks
 
-__all__ = ["DEFAULT_BANK_ID", "BankURL", "open_bank", "open_store", "parse_bank_url"]
+__all__ = [
+    "DEFAULT_BANK_ID",
+    "BankURL",
+    "new_sqlite_file",
+    "open_bank",
+    "open_store",
+    "parse_bank_url",
+]
 
 
 def open_store(url: str | BankURL) -> BankStore:
@@ -60,6 +67,13 @@ def _redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
+def new_sqlite_file(parsed: BankURL) -> bool:
+    """Whether ``parsed`` names a SQLite file that does not exist yet (opening would make it)."""
+    if parsed.scheme not in ("sqlite", "langgraph+sqlite") or parsed.location == ":memory:":
+        return False
+    return not Path(parsed.location).exists()
+
+
 def open_bank(
     url: str,
     *,
@@ -88,15 +102,13 @@ def open_bank(
     """
     parsed = parse_bank_url(url)
     target = check_bank_id(bank_id) if bank_id is not None else parsed.bank_id
-    if not create and parsed.scheme in ("sqlite", "langgraph+sqlite"):
-        path = parsed.location
-        if path != ":memory:" and not Path(path).exists():
-            # Opening would create an empty database file: refuse without touching the disk.
-            raise BankNotFound(
-                f"no bank {target!r}: {path} does not exist; build one with `genmem bank "
-                "build` (or open_bank(..., create=True))",
-                bank_id=target,
-            )
+    if not create and new_sqlite_file(parsed):
+        # Opening would create an empty database file: refuse without touching the disk.
+        raise BankNotFound(
+            f"no bank {target!r}: {parsed.location} does not exist; build one with `genmem bank "
+            "build` (or open_bank(..., create=True))",
+            bank_id=target,
+        )
     store = open_store(parsed)
     if create:
         if codebooks is None:
