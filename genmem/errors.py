@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "BankAccessDenied",
     "BankExists",
     "BankHoldsTasks",
     "BankNotFound",
@@ -97,6 +98,18 @@ class ReadOnlyBank(GenMemError, PermissionError):
     def __init__(self, message: str, *, bank_id: str) -> None:
         super().__init__(message)
         self.bank_id = bank_id
+
+
+class BankAccessDenied(GenMemError, PermissionError):
+    """A run asked a LangGraph server for a bank it may not open (a URL the server does not
+    accept, a path outside its bank root, a host it does not allow, another user's bank).
+
+    Nothing was opened, created or connected to."""
+
+    def __init__(self, message: str, *, requested: str, user: str | None = None) -> None:
+        super().__init__(message)
+        self.requested = requested
+        self.user = user
 
 
 class InvalidUpdate(GenMemError, ValueError):

@@ -11,6 +11,7 @@ from langchain_core.runnables import Runnable
 # LangGraph builds a node from a function as this runnable, which takes a sync and an async body
 # (``invoke`` runs one, ``ainvoke``/``astream`` the other) and injects ``runtime`` into both.
 from langgraph._internal._runnable import RunnableCallable
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from genmem.memory.bank import Bank
@@ -25,7 +26,12 @@ class _Access:
     def __init__(self, runtime: Runtime[Any]) -> None:
         self.context = runtime.context or {}
         self.store = runtime.store
-        self.config: dict[str, Any] = {}
+        # The run's config: a LangGraph server's run says so there (graph id, its user), and
+        # the bank is then chosen by the server's rules (genmem.tools.served_banks).
+        try:
+            self.config: dict[str, Any] = dict(get_config())
+        except RuntimeError:  # called outside a run (a test on a bare Runtime)
+            self.config = {}
 
 
 def bank_from_runtime(runtime: Runtime[Any]) -> Bank:

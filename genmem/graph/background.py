@@ -49,6 +49,7 @@ from langgraph.store.base import BaseStore
 
 from genmem.graph._journal import EvolveJob, JobStatus, Journal
 from genmem.graph.background_server import ServerBackground, start_server_update
+from genmem.tools.served_banks import served_user
 
 __all__ = [
     "DEFAULT_JOURNAL",
@@ -554,7 +555,9 @@ def queue_update(
     context = dict(runtime.context or {})
     try:
         if isinstance(queue, ServerBackground):
-            run = start_server_update(queue, inputs, context=context, thread_id=thread_id)
+            run = start_server_update(
+                queue, inputs, context=context, thread_id=thread_id, user=served_user(configurable)
+            )
             job_id = run["run_id"]
             where = {"thread_id": run["thread_id"], "superseded": run["superseded"]}
         else:

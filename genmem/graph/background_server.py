@@ -35,6 +35,7 @@ from genmem.graph.addressing import GeneratorFactory
 from genmem.graph.evolver import EvolverConfig, build_evolver_graph
 from genmem.graph.retriever import MemoryContext
 from genmem.policies.types import SIDGenerator
+from genmem.tools.served_banks import on_behalf_headers
 
 __all__ = [
     "EVOLVER_JOB",
@@ -99,13 +100,21 @@ def start_server_update(
     *,
     context: dict[str, Any] | None = None,
     thread_id: str | None = None,
+    user: str | None = None,
 ) -> dict[str, Any]:
-    """Start the background update run; returns ``run_id``, ``thread_id``, ``superseded``."""
+    """Start the background update run; returns ``run_id``, ``thread_id``, ``superseded``.
+
+    ``user``: the authenticated user the agent's run belongs to; the update run is started on
+    their behalf (the server's service credential), so it reads and writes their banks only.
+    """
     # Every update runs on a thread, so its record (status, output, error) outlives the run:
     # the server deletes a thread-less run's temporary thread when it ends.
     target = str(uuid.uuid4()) if thread_id is None else evolver_thread_id(thread_id)
     superseded: list[str] = []
-    with get_sync_client(url=_server_url(cfg), timeout=cfg.timeout_s) as client:
+    headers = on_behalf_headers(user)
+    with get_sync_client(
+        url=_server_url(cfg), timeout=cfg.timeout_s, headers=headers or None
+    ) as client:
         if thread_id is not None and cfg.supersede:
             try:
                 pending = client.runs.list(target, status="pending", limit=100)

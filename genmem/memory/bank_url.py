@@ -14,7 +14,8 @@ URL                                    store
 
 Any URL may name the bank inside the store with the query parameter ``bank``:
 ``sqlite:///banks.db?bank=hotpotqa``. Without it the bank id is ``default``. An explicit
-``bank_id=`` argument wins over the URL.
+``bank_id=`` argument wins over the URL. A LangGraph store URL may also name the user whose banks
+it means, ``?owner=alice`` (a server with authentication keeps each user's banks apart).
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ class BankURL:
     """The bank inside the store."""
     url: str
     """The URL as given."""
+    owner: str | None = None
+    """LangGraph store URLs (``memory``, ``langgraph+...``): whose banks (``?owner=NAME``), as
+    a LangGraph server with authentication keeps them per user; None: the shared banks."""
 
 
 def parse_bank_url(url: str) -> BankURL:
@@ -60,7 +64,17 @@ def parse_bank_url(url: str) -> BankURL:
     scheme = parts.scheme.lower()
     query = parse_qsl(parts.query, keep_blank_values=True)
     bank_ids = [v for k, v in query if k == "bank"]
-    others = [(k, v) for k, v in query if k != "bank"]
+    owners = [v for k, v in query if k == "owner"]
+    others = [(k, v) for k, v in query if k not in ("bank", "owner")]
+    if owners and (len(owners) > 1 or not owners[0].strip()):
+        raise InvalidBankURL(f"bank URL {url!r}: give one non-empty ?owner=NAME", url=url)
+    owner = owners[0] if owners else None
+    if owner is not None and not (scheme == "memory" or scheme.startswith("langgraph+")):
+        raise InvalidBankURL(
+            f"bank URL {url!r}: ?owner= applies to LangGraph store URLs (memory://, "
+            "langgraph+sqlite:///, langgraph+postgresql://) only",
+            url=url,
+        )
     if len(bank_ids) > 1:
         raise InvalidBankURL(f"bank URL {url!r} names more than one bank", url=url)
     bank_id = bank_ids[0] if bank_ids else DEFAULT_BANK_ID
@@ -86,15 +100,15 @@ def parse_bank_url(url: str) -> BankURL:
         )
         return BankURL("postgresql", conn, bank_id, url)
     if scheme == "memory":
-        return BankURL("memory", parts.netloc + parts.path, bank_id, url)
+        return BankURL("memory", parts.netloc + parts.path, bank_id, url, owner)
     if scheme == "langgraph+sqlite":
         path = parts.path[1:] if parts.path.startswith("/") else parts.path
-        return BankURL("langgraph+sqlite", path or ":memory:", bank_id, url)
+        return BankURL("langgraph+sqlite", path or ":memory:", bank_id, url, owner)
     if scheme in {"langgraph+postgresql", "langgraph+postgres"}:
         conn = urlunsplit(
             ("postgresql", parts.netloc, parts.path, urlencode(others, quote_via=quote), "")
         )
-        return BankURL("langgraph+postgresql", conn, bank_id, url)
+        return BankURL("langgraph+postgresql", conn, bank_id, url, owner)
     raise InvalidBankURL(
         f"unknown bank URL scheme {parts.scheme!r} in {url!r}; use {_FORMS}", url=url
     )

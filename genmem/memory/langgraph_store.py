@@ -16,6 +16,10 @@ namespace                                key                        value
 =======================================  =========================  ==========================
 
 ``B`` is the bank id with ``.`` written as ``:`` (LangGraph forbids dots in namespace labels).
+An adapter opened for an owner (``owner="alice"``: a user a LangGraph server authenticated) keeps
+that owner's banks under ``("genmem", "user", "alice", ...)`` with the same layout below, and sees
+no other banks; the server's store authorization (``genmem.served_auth``) lets a user's own store
+requests reach only that prefix.
 Keys are zero-padded, so key order is code order. ``current`` is one ``get``; ``live(prefix)``
 is one filtered ``search`` on the stored prefix fields (``p<d>`` is the sort key of the SID's
 first ``d`` codes) and ``live``, using only equality filters, which every store evaluates the
@@ -68,7 +72,7 @@ from genmem.memory.store import BankStore, SlotTx, sort_key
 if TYPE_CHECKING:
     from genmem.memory.bank_url import BankURL
 
-__all__ = ["LangGraphBankStore"]
+__all__ = ["LangGraphBankStore", "owner_label", "owner_root"]
 
 _ROOT = "genmem"
 _PAGE = 500  # items per search page and per write batch (SQLite caps bound parameters)
@@ -195,11 +199,27 @@ def _versions(
     return [Version.model_validate(i.value) for i in items if i is not None]
 
 
+def owner_label(identity: str) -> str:
+    """The namespace label of an owner's banks: the identity, ``.`` written as ``:``.
+
+    Raises:
+        ValueError: an empty identity.
+    """
+    if not isinstance(identity, str) or not identity.strip():
+        raise ValueError(f"an owner identity must be a non-empty string, got {identity!r}")
+    return identity.replace(".", ":")
+
+
+def owner_root(owner: str | None) -> tuple[str, ...]:
+    """The first labels of every namespace of ``owner``'s banks (``("genmem",)`` for no owner)."""
+    return (_ROOT,) if owner is None else (_ROOT, "user", owner_label(owner))
+
+
 class _Namespaces:
     """The namespaces of one bank."""
 
-    def __init__(self, bank_id: str) -> None:
-        base = (_ROOT, "bank", bank_id.replace(".", ":"))
+    def __init__(self, bank_id: str, root: tuple[str, ...] = (_ROOT,)) -> None:
+        base = (*root, "bank", bank_id.replace(".", ":"))
         self.slots = (*base, "slots")
         self.versions = (*base, "versions")
         self.events = (*base, "events")
@@ -209,9 +229,9 @@ class _Namespaces:
 class _LangGraphSlotTx:
     """The :class:`SlotTx` of the adapter: buffered puts, committed in one batch on exit."""
 
-    def __init__(self, bank_id: str, sid: SID, slot: Item | None, log: Item | None) -> None:
+    def __init__(self, ns: _Namespaces, sid: SID, slot: Item | None, log: Item | None) -> None:
         """A transaction on the slot and log items just read with :meth:`reads`."""
-        self._sid, self._ns = sid, _Namespaces(bank_id)
+        self._sid, self._ns = sid, ns
         self._skey = sort_key(sid.codes)
         self.current: Version | None = (
             None if slot is None else Version.model_validate(slot.value["current"])
@@ -222,9 +242,8 @@ class _LangGraphSlotTx:
         self.puts: list[PutOp] = []
 
     @staticmethod
-    def reads(bank_id: str, sid: SID) -> list[GetOp]:
+    def reads(ns: _Namespaces, sid: SID) -> list[GetOp]:
         """What a transaction on ``sid`` reads first: the slot and the bank's log counters."""
-        ns = _Namespaces(bank_id)
         return [_get(ns.slots, sort_key(sid.codes)), _get(ns.meta, _META_KEY)]
 
     def add_version(self, version: Version) -> None:
@@ -278,14 +297,27 @@ class LangGraphBankStore(BankStore):
         self,
         store: BaseStore,
         *,
+        owner: str | None = None,
         setup: bool = False,
         _location: str | None = None,
         _closers: Sequence[Any] = (),
     ) -> None:
-        """Wrap a caller's store (never closed here); ``setup=True`` calls its ``setup()``."""
+        """Wrap a caller's store (never closed here); ``setup=True`` calls its ``setup()``.
+
+        Args:
+            store: The LangGraph store the banks live in.
+            owner: Whose banks these are. None: the store's shared banks, under
+                ``("genmem", ...)``; an identity: that owner's banks only, under
+                ``("genmem", "user", <identity>, ...)`` (what a LangGraph server with
+                authentication gives each user; :func:`owner_root`).
+            setup: Call the store's own ``setup()`` (its migrations).
+        """
         if not isinstance(store, BaseStore):
             raise TypeError(f"LangGraphBankStore needs a langgraph BaseStore, not {type(store)}")
         self._store = store
+        self.owner = owner
+        self._root = owner_root(owner)
+        self._banks = (*self._root, "banks")
         self._locks = _lock_for(store, _location)
         self._lock = self._locks.thread
         self.native_async = _has_abatch(store)
@@ -298,7 +330,7 @@ class LangGraphBankStore(BankStore):
     def from_url(cls, parsed: BankURL) -> LangGraphBankStore:
         """Open ``memory://NAME``, ``langgraph+sqlite:///path.db`` or ``langgraph+postgresql://``."""
         if parsed.scheme == "memory":
-            return cls(memory_store(parsed.location))
+            return cls(memory_store(parsed.location), owner=parsed.owner)
         if parsed.scheme == "langgraph+sqlite":
             from langgraph.store.sqlite import SqliteStore
 
@@ -310,7 +342,13 @@ class LangGraphBankStore(BankStore):
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
             location = None if path == ":memory:" else f"sqlite:{Path(path).resolve()}"
-            return cls(SqliteStore(conn), setup=True, _location=location, _closers=[conn])
+            return cls(
+                SqliteStore(conn),
+                owner=parsed.owner,
+                setup=True,
+                _location=location,
+                _closers=[conn],
+            )
         if parsed.scheme == "langgraph+postgresql":
             from genmem.memory.postgres_store import import_psycopg
 
@@ -321,12 +359,15 @@ class LangGraphBankStore(BankStore):
             pg = psycopg.Connection.connect(
                 parsed.location, autocommit=True, prepare_threshold=0, row_factory=dict_row
             )
-            return cls(PostgresStore(pg), setup=True, _closers=[pg])
+            return cls(PostgresStore(pg), owner=parsed.owner, setup=True, _closers=[pg])
         raise InvalidBankURL(
             f"{parsed.url!r} is not a LangGraph store URL (memory://, langgraph+sqlite:///, "
             "langgraph+postgresql://)",
             url=parsed.url,
         )
+
+    def _ns(self, bank_id: str) -> _Namespaces:
+        return _Namespaces(bank_id, self._root)
 
     @contextmanager
     def _locked(self) -> Iterator[BaseStore]:
@@ -368,7 +409,7 @@ class LangGraphBankStore(BankStore):
 
     def _log(self, bank_id: str) -> dict[str, Any]:
         with self._locked() as store:
-            item = store.batch([_get(_Namespaces(bank_id).meta, _META_KEY)])[0]
+            item = store.batch([_get(self._ns(bank_id).meta, _META_KEY)])[0]
         return _empty_log() if item is None else dict(item.value)
 
     # -- registry -------------------------------------------------------------------------
@@ -383,16 +424,16 @@ class LangGraphBankStore(BankStore):
     def get_info(self, bank_id: str) -> BankInfo | None:
         """The bank's identity, or None."""
         with self._locked() as store:
-            item = store.batch([_get((_ROOT, "banks"), bank_id)])[0]
+            item = store.batch([_get(self._banks, bank_id)])[0]
         return None if item is None else BankInfo.model_validate(item.value)
 
     def list_banks(self) -> list[BankInfo]:
         """Every bank in the store, by id."""
-        return [BankInfo.model_validate(i.value) for i in self._search_all((_ROOT, "banks"))]
+        return [BankInfo.model_validate(i.value) for i in self._search_all(self._banks)]
 
     def _create(self, info: BankInfo, versions: Sequence[Version], events: Sequence[Event]) -> None:
         spec = SIDSpec(tuple(info.sizes))
-        ns = _Namespaces(info.bank_id)
+        ns = self._ns(info.bank_id)
         with self._locked():
             if self.get_info(info.bank_id) is not None:
                 raise BankExists(
@@ -422,7 +463,7 @@ class LangGraphBankStore(BankStore):
             puts.append(_put(ns.meta, _META_KEY, log))
             # The bank record goes last: a create cut short leaves no bank, only orphans that
             # the next create of this id clears.
-            puts.append(_put((_ROOT, "banks"), info.bank_id, info.model_dump()))
+            puts.append(_put(self._banks, info.bank_id, info.model_dump()))
             self._write_all(puts)
 
     def _clear_orphans(self, ns: _Namespaces) -> None:
@@ -434,7 +475,7 @@ class LangGraphBankStore(BankStore):
         self._write_all(doomed)
 
     def _snapshot(self, source: str, info: BankInfo) -> None:
-        src, ns = _Namespaces(source), _Namespaces(info.bank_id)
+        src, ns = self._ns(source), self._ns(info.bank_id)
         with self._locked():
             if self.get_info(info.bank_id) is not None:
                 raise BankExists(
@@ -456,7 +497,7 @@ class LangGraphBankStore(BankStore):
             log = _empty_log()
             log["versions"] = n_versions
             puts.append(_put(ns.meta, _META_KEY, log))
-            puts.append(_put((_ROOT, "banks"), info.bank_id, info.model_dump()))
+            puts.append(_put(self._banks, info.bank_id, info.model_dump()))
             self._write_all(puts)
 
     # -- reads ----------------------------------------------------------------------------
@@ -464,12 +505,12 @@ class LangGraphBankStore(BankStore):
     def current(self, bank_id: str, sid: SID) -> Version | None:
         """Latest version of a slot: one ``get``."""
         with self._locked() as store:
-            item = store.batch([_get(_Namespaces(bank_id).slots, sort_key(sid.codes))])[0]
+            item = store.batch([_get(self._ns(bank_id).slots, sort_key(sid.codes))])[0]
         return None if item is None else Version.model_validate(item.value["current"])
 
     def history(self, bank_id: str, sid: SID) -> list[Version]:
         """Every version of a slot: the slot's version count, then one batch of ``get``."""
-        ns, skey = _Namespaces(bank_id), sort_key(sid.codes)
+        ns, skey = self._ns(bank_id), sort_key(sid.codes)
         with self._locked():
             cur = self.current(bank_id, sid)
             if cur is None:
@@ -480,19 +521,19 @@ class LangGraphBankStore(BankStore):
 
     def live(self, bank_id: str, prefix: Sequence[int], limit: int | None) -> list[Version]:
         """Live entries under a prefix in code order: one filtered search."""
-        rows = self._search_all(_Namespaces(bank_id).slots, _live_filter(prefix))
+        rows = self._search_all(self._ns(bank_id).slots, _live_filter(prefix))
         return [Version.model_validate(i.value["current"]) for i in rows[:limit]]
 
     def events(self, bank_id: str, after_seq: int = 0, limit: int | None = None) -> list[Event]:
         """The log after ``after_seq``: sequence numbers are dense, so one batch of ``get``."""
         with self._locked():
             keys = _event_keys(int(self._log(bank_id)["last_seq"]), after_seq, limit)
-            items = self._get_many(_Namespaces(bank_id).events, keys)
+            items = self._get_many(self._ns(bank_id).events, keys)
         return [Event.model_validate(i.value) for i in items if i is not None]
 
     def all_versions(self, bank_id: str) -> Iterator[Version]:
         """Every version, in code then version order."""
-        items = self._search_all(_Namespaces(bank_id).versions)
+        items = self._search_all(self._ns(bank_id).versions)
         return iter([Version.model_validate(i.value) for i in items])
 
     def counts(self, bank_id: str) -> dict[str, object]:
@@ -512,7 +553,8 @@ class LangGraphBankStore(BankStore):
     def slot_tx(self, bank_id: str, sid: SID) -> Iterator[_LangGraphSlotTx]:
         """Exclusive within this process; the write lands in one ``batch`` on normal exit."""
         with self._locked() as store:
-            tx = _LangGraphSlotTx(bank_id, sid, *store.batch(_LangGraphSlotTx.reads(bank_id, sid)))
+            ns = self._ns(bank_id)
+            tx = _LangGraphSlotTx(ns, sid, *store.batch(_LangGraphSlotTx.reads(ns, sid)))
             yield tx
             writes = tx.writes()
             if writes:
@@ -571,16 +613,16 @@ class LangGraphBankStore(BankStore):
 
     async def aget_info(self, bank_id: str) -> BankInfo | None:
         """:meth:`get_info` through ``abatch``."""
-        item = (await self._abatch([_get((_ROOT, "banks"), bank_id)]))[0]
+        item = (await self._abatch([_get(self._banks, bank_id)]))[0]
         return None if item is None else BankInfo.model_validate(item.value)
 
     async def alist_banks(self) -> list[BankInfo]:
         """:meth:`list_banks` through ``abatch``."""
-        return [BankInfo.model_validate(i.value) for i in await self._asearch_all((_ROOT, "banks"))]
+        return [BankInfo.model_validate(i.value) for i in await self._asearch_all(self._banks)]
 
     async def acurrent(self, bank_id: str, sid: SID) -> Version | None:
         """:meth:`current` through ``abatch``: one ``get``."""
-        item = (await self._abatch([_get(_Namespaces(bank_id).slots, sort_key(sid.codes))]))[0]
+        item = (await self._abatch([_get(self._ns(bank_id).slots, sort_key(sid.codes))]))[0]
         return None if item is None else Version.model_validate(item.value["current"])
 
     async def ahistory(self, bank_id: str, sid: SID) -> list[Version]:
@@ -590,19 +632,19 @@ class LangGraphBankStore(BankStore):
             return []
         skey = sort_key(sid.codes)
         keys = [_version_key(skey, n) for n in range(1, cur.version + 1)]
-        items = await self._aget_many(_Namespaces(bank_id).versions, keys)
+        items = await self._aget_many(self._ns(bank_id).versions, keys)
         return _versions(bank_id, sid, cur, keys, items)
 
     async def alive(self, bank_id: str, prefix: Sequence[int], limit: int | None) -> list[Version]:
         """:meth:`live` through ``abatch``: one filtered search."""
-        rows = await self._asearch_all(_Namespaces(bank_id).slots, _live_filter(prefix))
+        rows = await self._asearch_all(self._ns(bank_id).slots, _live_filter(prefix))
         return [Version.model_validate(i.value["current"]) for i in rows[:limit]]
 
     async def aevents(
         self, bank_id: str, after_seq: int = 0, limit: int | None = None
     ) -> list[Event]:
         """:meth:`events` through ``abatch``."""
-        ns = _Namespaces(bank_id)
+        ns = self._ns(bank_id)
         log = (await self._abatch([_get(ns.meta, _META_KEY)]))[0]
         last = 0 if log is None else int(log.value["last_seq"])
         keys = _event_keys(last, after_seq, limit)
@@ -611,8 +653,9 @@ class LangGraphBankStore(BankStore):
     async def arun_in_slot(self, bank_id: str, sid: SID, body: Callable[[SlotTx], T]) -> T:
         """Read the slot, run ``body`` (the bank's checks, no I/O), commit: one ``abatch`` each."""
         async with self._alocked():
-            read = await self._abatch_unlocked(_LangGraphSlotTx.reads(bank_id, sid))
-            tx = _LangGraphSlotTx(bank_id, sid, *read)
+            ns = self._ns(bank_id)
+            read = await self._abatch_unlocked(_LangGraphSlotTx.reads(ns, sid))
+            tx = _LangGraphSlotTx(ns, sid, *read)
             result = body(tx)
             writes = tx.writes()
             if writes:

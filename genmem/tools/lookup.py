@@ -24,6 +24,7 @@ from genmem.errors import GenMemError, InvalidSID
 from genmem.memory.bank import Bank
 from genmem.memory.data_block import data_block
 from genmem.memory.records import LookupResult
+from genmem.tools.served_banks import choose_served_bank, is_served_run, served_user
 
 __all__ = [
     "DEFAULT_LOOKUP_K",
@@ -176,22 +177,35 @@ async def aresolve_bank(runtime: ToolRuntime | None, default_bank_id: str = "def
 
 
 def _locate(runtime: ToolRuntime | None, default_bank_id: str) -> Bank | str | tuple[Any, str]:
-    """Where a call's bank is: a Bank, a URL, or a LangGraph store adapter and a bank id."""
+    """Where a call's bank is: a Bank, a URL, or a LangGraph store adapter and a bank id.
+
+    A run the LangGraph server makes is resolved by the server's rules instead
+    (:mod:`genmem.tools.served_banks`): by id, never by a client's URL unless the server opts in.
+    """
     context = _get(runtime, "context")
     bank = _get(context, "bank")
-    if isinstance(bank, Bank):
+    if isinstance(bank, Bank):  # a live object: only code in the same process can pass one
         return bank
     configurable = (_get(runtime, "config") or {}).get("configurable", {}) or {}
     url = (
         bank if isinstance(bank, str) else configurable.get("bank_url") or _get(context, "bank_url")
     )
+    bank_id = configurable.get("bank_id") or _get(context, "bank_id") or default_bank_id
+    store = _get(runtime, "store")
+    if is_served_run(configurable):
+        choice = choose_served_bank(
+            url=url, bank_id=str(bank_id), user=served_user(configurable), has_store=store is not None
+        )
+        if choice.url is not None:
+            return choice.url
+        from genmem.memory.langgraph_store import LangGraphBankStore
+
+        return LangGraphBankStore(store, owner=choice.owner), choice.bank_id
     if url:
         return str(url)
-    store = _get(runtime, "store")
     if store is not None:
         from genmem.memory.langgraph_store import LangGraphBankStore
 
-        bank_id = configurable.get("bank_id") or _get(context, "bank_id") or default_bank_id
         return LangGraphBankStore(store), str(bank_id)
     raise GenMemError(
         "memory_lookup has no bank: create it with create_memory_lookup_tool(bank), or run the "

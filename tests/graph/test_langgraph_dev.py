@@ -36,6 +36,7 @@ from genmem.memory.location import open_bank
 from genmem.memory.records import Event
 from genmem.memory.sid import DEFAULT_SPEC, SID
 from genmem.memory.sqlite_store import SQLiteBankStore
+from genmem.tools.served_banks import BANK_ROOT_ENV, CLIENT_URLS_ENV
 from tests.conftest import TEST_HASH
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -162,12 +163,26 @@ def start_dev_server(directory: Path, *, executable: str) -> DevServer:
 
 
 @pytest.fixture(scope="module")
-def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    """One ``langgraph dev`` server for the module, always stopped afterwards."""
+def bank_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder the server accepts client bank URLs under (this module's server opts in)."""
+    return tmp_path_factory.mktemp("bank")
+
+
+@pytest.fixture(scope="module")
+def dev_server(tmp_path_factory: pytest.TempPathFactory, bank_root: Path) -> Iterator[DevServer]:
+    """One ``langgraph dev`` server for the module, always stopped afterwards.
+
+    It opts in to bank URLs named by runs (``GENMEM_CLIENT_BANK_URLS``), under ``bank_root``:
+    the local-development setting. ``tests/graph/test_tenants.py`` runs the default, which
+    refuses them.
+    """
     executable = _langgraph_executable()
     if executable is None:
         pytest.skip("the `langgraph` executable (langgraph-cli[inmem]) is not installed")
-    server = start_dev_server(tmp_path_factory.mktemp("langgraph_dev"), executable=executable)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CLIENT_URLS_ENV, "1")
+        patch.setenv(BANK_ROOT_ENV, str(bank_root))
+        server = start_dev_server(tmp_path_factory.mktemp("langgraph_dev"), executable=executable)
     try:
         yield server
     finally:
@@ -200,9 +215,9 @@ def seeds() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def bank_url(tmp_path_factory: pytest.TempPathFactory, seeds: dict[str, str]) -> str:
+def bank_url(bank_root: Path, seeds: dict[str, str]) -> str:
     """A real SQLite bank holding the seed experiences, as the URL a run context names."""
-    path = tmp_path_factory.mktemp("bank") / "bank.db"
+    path = bank_root / "bank.db"
     store = SQLiteBankStore(path)
     try:
         bank = store.create_bank("gsm", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH)
