@@ -231,6 +231,120 @@ def _check_url(url: str, folder: Path) -> str:
         assert not left, f"{url!r} left {left} behind"
 
 
+# --- run contexts of a served graph -----------------------------------------------------------
+
+
+def _run_contexts() -> st.SearchStrategy[tuple[dict[str, Any], str | None]]:
+    """What a client may put in a served run's context, and who the server says it is."""
+    near = st.sampled_from(
+        [
+            "sqlite:///ok.db?bank=ok", "sqlite:///../ok.db?bank=ok", "sqlite:///out/ok.db",
+            "sqlite:////etc/hosts", "sqlite:///al/ok.db?bank=ok", "langgraph+sqlite:///s.db",
+            "postgresql://u:pw@127.0.0.1:1/db", "memory://shared?bank=notes", "sqlite://",
+            "sqlite:///ok.db?bank=ok&owner=al", "memory://x?owner=bo&bank=notes",
+        ]
+    )  # fmt: skip
+    url = st.one_of(near, _urls())
+    bank_id = st.one_of(st.sampled_from(["notes", "ok", "team", "default"]), st.text(max_size=12))
+    context = st.fixed_dictionaries(
+        {},
+        optional={
+            "bank_url": url,
+            "bank": st.one_of(url, st.integers(), st.none()),
+            "bank_id": bank_id,
+            "langgraph_auth_user": st.one_of(st.just({"identity": "al"}), st.text(max_size=5)),
+        },
+    )
+    return st.tuples(context, st.sampled_from([None, "al", "bo"]))
+
+
+def _served_setup(folder: Path) -> tuple[Path, Any]:
+    """A bank root holding ``ok.db`` (and a symlink out of it), and a store with two users'
+    ``notes`` banks: made once per folder."""
+    from langgraph.store.memory import InMemoryStore
+
+    from genmem.memory.langgraph_store import LangGraphBankStore
+
+    root = folder / "served" / "root"
+    key = str(root)
+    if key not in _SERVED:
+        (root / "al").mkdir(parents=True)
+        (root / "out").symlink_to(folder)
+        for path in (root / "ok.db", root / "al" / "ok.db"):
+            _bank_at(f"sqlite:///{path}?bank=ok").store.close()
+        store = InMemoryStore()
+        for owner in ("al", "bo"):
+            LangGraphBankStore(store, owner=owner).create_bank(
+                "notes", spec=DEFAULT_SPEC, codebook_hash="f" * 64
+            )
+        _SERVED[key] = store
+    return root, _SERVED[key]
+
+
+_SERVED: dict[str, Any] = {}
+
+
+def _bank_at(url: str) -> Any:
+    from genmem.memory.location import open_bank
+
+    @dataclass
+    class _Books:
+        hash: str = "f" * 64
+        spec = DEFAULT_SPEC
+
+    return open_bank(url, codebooks=_Books(), create=True)
+
+
+def _tree(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def _check_run_context(case: tuple[dict[str, Any], str | None], folder: Path) -> str:
+    """Resolve the bank of a served run: refused (typed), or a bank the rules allow; either way
+    no file appears and the bank is under the root (the user's folder) or the user's own."""
+    import os
+    import os.path
+    from types import SimpleNamespace
+
+    from genmem.tools.lookup import close_resolved_banks, resolve_bank
+    from genmem.tools.served_banks import BANK_ROOT_ENV, CLIENT_URLS_ENV, SERVED_BANKS_ENV
+
+    @dataclass
+    class _User:
+        identity: str
+
+    context, user = case
+    root, store = _served_setup(folder)
+    before = _tree(folder)
+    configurable = {**context, "graph_id": "bank_lookup", "langgraph_auth_user": None}
+    if user is not None:
+        configurable["langgraph_auth_user"] = _User(user)
+    runtime = SimpleNamespace(context=context, config={"configurable": configurable}, store=store)
+    saved = {k: os.environ.get(k) for k in (CLIENT_URLS_ENV, BANK_ROOT_ENV, SERVED_BANKS_ENV)}
+    os.environ.update({CLIENT_URLS_ENV: "1", BANK_ROOT_ENV: str(root), SERVED_BANKS_ENV: ""})
+    try:
+        try:
+            bank = resolve_bank(runtime)  # type: ignore[arg-type]
+        except GenMemError:
+            return REFUSED
+        where = getattr(bank.store, "owner", "no owner")
+        if where == "no owner":  # a file: under the root, under the user's folder for a user
+            path = os.path.realpath(str(bank.store.url).split(":///", 1)[-1])
+            mine = os.path.realpath(root if user is None else root / user)
+            assert path.startswith(mine + os.sep), (context, user, path)
+        else:
+            assert where == user, (context, user, where)
+        return ACCEPTED
+    finally:
+        close_resolved_banks()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        assert _tree(folder) == before, f"{case!r} changed the files"
+
+
 # --- task files -------------------------------------------------------------------------------
 
 
@@ -628,6 +742,7 @@ TARGETS: dict[str, Target] = {
         Target("coordinator_reply", _replies, _check_reply),
         Target("memory_lookup_args", _tool_args, _check_tool),
         Target("bank_url", _urls, _check_url),
+        Target("served_run_context", _run_contexts, _check_run_context),
         Target("task_file", _task_files, _check_task_file),
         Target("codebook_dir", _corruptions, _check_codebooks),
         Target("policy_record", _policy_records, _check_policy),

@@ -194,7 +194,10 @@ def _locate(runtime: ToolRuntime | None, default_bank_id: str) -> Bank | str | t
     store = _get(runtime, "store")
     if is_served_run(configurable):
         choice = choose_served_bank(
-            url=url, bank_id=str(bank_id), user=served_user(configurable), has_store=store is not None
+            url=url,
+            bank_id=str(bank_id),
+            user=served_user(configurable),
+            has_store=store is not None,
         )
         if choice.url is not None:
             return choice.url

@@ -43,25 +43,25 @@ from urllib.parse import parse_qsl, urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from genmem.errors import BankAccessDenied, GenMemError
+from genmem.errors import BankAccessDenied, GenMemError, InvalidBankURL
 from genmem.memory.bank_url import BankURL, parse_bank_url
 
 __all__ = [
     "BANK_HOSTS_ENV",
     "BANK_ROOT_ENV",
     "CLIENT_URLS_ENV",
+    "ON_BEHALF_HEADER",
     "SERVED_BANKS_ENV",
+    "SERVICE_TOKEN_ENV",
     "ServedBank",
     "ServedBanks",
     "ServedChoice",
     "choose_served_bank",
-    "ON_BEHALF_HEADER",
-    "SERVICE_TOKEN_ENV",
     "is_served_run",
     "on_behalf_headers",
-    "service_token",
     "served_banks",
     "served_user",
+    "service_token",
 ]
 
 SERVED_BANKS_ENV = "GENMEM_BANKS"
@@ -179,7 +179,10 @@ def _parse(banks: str, client_urls: str, root: str, hosts: str) -> ServedBanks:
     for bank_id, entry in entries.items():
         url = entry.get("url") if isinstance(entry, dict) else None
         if isinstance(url, str):
-            parse_bank_url(url)  # a bad served URL fails here, typed, naming the URL
+            try:
+                parse_bank_url(url)
+            except InvalidBankURL as exc:
+                raise GenMemError(f"${SERVED_BANKS_ENV}, bank {bank_id!r}: {exc}") from None
             named = {k for k, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True)}
             if "bank" not in named:  # the URL's bank defaults to the id runs name
                 entry["url"] = _with_bank(url, str(bank_id))

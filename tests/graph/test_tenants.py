@@ -248,7 +248,10 @@ def test_threads_and_their_runs_are_private(
 ) -> None:
     thread = alice.threads.create()
     out: Any = alice.runs.wait(
-        thread["thread_id"], "bank_lookup", input={"sid_list": [str(A)]}, context={"bank_id": "notes"}
+        thread["thread_id"],
+        "bank_lookup",
+        input={"sid_list": [str(A)]},
+        context={"bank_id": "notes"},
     )
     assert out["results"][0]["hits"][0]["payload"] == TEXT["alice"]
     with pytest.raises(httpx.HTTPStatusError) as err:
