@@ -168,7 +168,8 @@ def resolve_bank(runtime: ToolRuntime | None, default_bank_id: str = "default") 
 
 async def aresolve_bank(runtime: ToolRuntime | None, default_bank_id: str = "default") -> Bank:
     """:func:`resolve_bank` for async code: a URL opens in a worker thread, a store is awaited."""
-    found = _locate(runtime, default_bank_id)
+    # In a worker thread too: a served run's URL is checked against the file system (realpath).
+    found = await asyncio.to_thread(_locate, runtime, default_bank_id)
     if isinstance(found, Bank):
         return found
     if isinstance(found, str):
