@@ -355,7 +355,14 @@ def _under_root(parsed: BankURL, user: str | None, rules: ServedBanks) -> str:
     if parsed.location == ":memory:":
         return parsed.url  # a private database of this call: nothing on disk
     path = Path(parsed.location).expanduser()
-    real = Path(os.path.realpath(path if path.is_absolute() else root / path))
+    try:
+        real = Path(os.path.realpath(path if path.is_absolute() else root / path))
+    except (UnicodeEncodeError, ValueError, OSError) as exc:  # a name no file system can hold
+        raise BankAccessDenied(
+            f"bank file {parsed.location!r} cannot be a path on this server ({type(exc).__name__})",
+            requested=_shown(parsed),
+            user=user,
+        ) from None
     real_root = Path(os.path.realpath(root))
     if real != real_root and real_root not in real.parents:
         raise BankAccessDenied(
