@@ -514,13 +514,16 @@ class CookingOptions(EnvOptions):
         default=1, description="cooking games: rooms in the house, 1, 6, 9 or 12 (1)"
     )
     cooking_open: bool = Field(
-        default=True, description="cooking games: containers and doors start closed (true)"
+        default=True,
+        description="cooking games: containers and doors start closed, true/false (true)",
     )
     cooking_cook: bool = Field(
-        default=True, description="cooking games: ingredients must be fried/roasted/grilled (true)"
+        default=True,
+        description="cooking games: ingredients need frying/roasting/grilling, true/false (true)",
     )
     cooking_cut: bool = Field(
-        default=True, description="cooking games: ingredients must be chopped/sliced/diced (true)"
+        default=True,
+        description="cooking games: ingredients need chopping/slicing/dicing, true/false (true)",
     )
 
     @field_validator("cooking_rooms")
@@ -550,7 +553,7 @@ def _open_cooking(bench: str, options: CookingOptions) -> Environment:
     return CookingEnvironment(config)
 
 
-_COOKING = "TextWorld cooking games (check the cookbook, prepare the meal, eat it)"
+_COOKING = "TextWorld cooking games (read the recipe, cook, eat)"
 
 register(
     EnvSpec(
@@ -558,7 +561,7 @@ register(
         benches=tuple(
             Bench(
                 name=f"cooking-{split}",
-                about=f"{_COOKING}, TextWorld's {split} split of foods",
+                about=f"{_COOKING}, the {split} split of foods",
                 metrics=("success", "lost"),
                 needs="the textworld extra",
             )
