@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pathlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -15,6 +16,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from genmem.memory.bank import Bank
 from genmem.memory.sid import DEFAULT_SPEC
 from genmem.memory.store import BankStore
+
+if TYPE_CHECKING:
+    from genmem.envs.cooking import CookingConfig
 
 TEST_HASH = "0" * 64
 
@@ -183,3 +187,21 @@ def seed_bank_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     target = tmp_path_factory.mktemp("seedbank") / "bank.db"
     copy_bank_file(pathlib.Path(seed.dir) / "seed.db", target)
     return f"sqlite:///{target}?bank={seed.bank_id}"
+
+
+@pytest.fixture(scope="session")
+def cooking_config(tmp_path_factory: pytest.TempPathFactory) -> CookingConfig:
+    """One small cooking game (train split: take, cook, eat), generated once for the session
+    (into a folder the xdist workers share: one that comes later reads it from the cache)."""
+    pytest.importorskip("textworld")
+    from genmem.envs.cooking import CookingConfig, load_cooking_games
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    config = CookingConfig(
+        split="train", n_games=1, seed=5, recipe=1, rooms=1, open=False, cook=True, cut=False,
+        max_steps=12, cache_dir=root / "cooking-games",
+    )  # fmt: skip
+    load_cooking_games(config)
+    return config

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
 from genmem.envs.base import Environment
@@ -498,6 +498,78 @@ register(
             write=textworld_experience,
             unit="games",
         ),
+    )
+)
+
+
+class CookingOptions(EnvOptions):
+    """The seeded set of cooking games and their difficulty (TextWorld's cooking settings)."""
+
+    games: int = Field(default=10, ge=1, description="TextWorld games (10)")
+    seed: int = Field(default=0, ge=0, description="TextWorld set / option shuffle seed (0)")
+    cooking_recipe: int = Field(
+        default=2, ge=1, le=5, description="cooking games: ingredients in the recipe, 1-5 (2)"
+    )
+    cooking_rooms: int = Field(
+        default=1, description="cooking games: rooms in the house, 1, 6, 9 or 12 (1)"
+    )
+    cooking_open: bool = Field(
+        default=True,
+        description="cooking games: containers and doors start closed, true/false (true)",
+    )
+    cooking_cook: bool = Field(
+        default=True,
+        description="cooking games: ingredients need frying/roasting/grilling, true/false (true)",
+    )
+    cooking_cut: bool = Field(
+        default=True,
+        description="cooking games: ingredients need chopping/slicing/dicing, true/false (true)",
+    )
+
+    @field_validator("cooking_rooms")
+    @classmethod
+    def _rooms(cls, rooms: int) -> int:
+        if rooms not in (1, 6, 9, 12):
+            raise ValueError(
+                f"--cooking-rooms {rooms}: TextWorld's cooking games have 1, 6, 9 "
+                "or 12 rooms; use one of those"
+            )
+        return rooms
+
+
+def _open_cooking(bench: str, options: CookingOptions) -> Environment:
+    from genmem.envs.cooking import CookingConfig, CookingEnvironment
+
+    config = CookingConfig(
+        split=bench.removeprefix("cooking-"),  # type: ignore[arg-type]
+        n_games=options.games,
+        seed=options.seed,
+        recipe=options.cooking_recipe,
+        rooms=options.cooking_rooms,  # type: ignore[arg-type]
+        open=options.cooking_open,
+        cook=options.cooking_cook,
+        cut=options.cooking_cut,
+    )
+    return CookingEnvironment(config)
+
+
+_COOKING = "TextWorld cooking games (read the recipe, cook, eat)"
+
+register(
+    EnvSpec(
+        name="cooking",
+        benches=tuple(
+            Bench(
+                name=f"cooking-{split}",
+                about=f"{_COOKING}, the {split} split of foods",
+                metrics=("success", "lost"),
+                needs="the textworld extra",
+            )
+            for split in ("train", "valid", "test")
+        ),
+        open=_open_cooking,
+        options=CookingOptions,
+        count=lambda bench, options: options.games,
     )
 )
 

@@ -22,10 +22,10 @@ import shutil
 import tempfile
 import warnings
 from abc import abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -37,13 +37,19 @@ __all__ = [
     "GameEpisode",
     "GameGenerationError",
     "GameRecord",
+    "GameSetConfig",
+    "GameSetEnvironment",
     "GameState",
     "GymGame",
     "TextGame",
     "TextGameEnvironment",
     "TextWorldConfig",
     "TextWorldEnvironment",
+    "TextWorldGame",
+    "cached_game_set",
     "clean_feedback",
+    "compile_game_file",
+    "game_seed",
     "game_tools",
     "generate_games",
     "load_games",
@@ -116,7 +122,14 @@ class GameEpisode:
     that the episode is over; a lost game can be reset while steps remain. Winning is final.
     """
 
-    def __init__(self, game: TextGame, *, max_steps: int, tool_prefix: str) -> None:
+    def __init__(
+        self,
+        game: TextGame,
+        *,
+        max_steps: int,
+        tool_prefix: str,
+        keep: Callable[[str], str | None] | None = None,
+    ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
         self.game = game
@@ -128,6 +141,12 @@ class GameEpisode:
         self.lost = False
         self.history: list[str] = []
         """The commands played, in order, across resets."""
+        self.losses = 0
+        """Times the game said it was lost (a lost game can be reset while steps remain)."""
+        self.keep = keep
+        """Picks, from an observation, the text worth keeping in view (None: nothing)."""
+        self.notes: list[str] = []
+        """What :attr:`keep` picked so far, oldest first, without repeats; kept across resets."""
         self._state: GameState | None = None
         self._fresh = False  # no step since the last reset: a reset need not restart
 
@@ -140,6 +159,7 @@ class GameEpisode:
         """Reset the game at the start of the episode and return the opening observation."""
         self._state = self.game.reset()
         self._fresh = True
+        self._note(self._state.observation)
         return self._state.observation
 
     def reset(self) -> str:
@@ -177,6 +197,8 @@ class GameEpisode:
         self.history.append(match)
         self.won = self.won or self._state.won
         self.lost = self._state.lost and not self.won
+        self.losses += self.lost
+        self._note(self._state.observation)
         if self.done:
             return f"{self._state.observation}\n\n{self._over_message()}"
         return f"{self._state.observation}\n\n{self._commands_line()} ({self._budget()})"
@@ -186,14 +208,21 @@ class GameEpisode:
         self.game.close()
 
     def view(self) -> dict[str, Any]:
-        """What an agent may read of the episode now: observation, valid commands, done, won."""
+        """What an agent may read of the episode now: observation, valid commands, done, won,
+        and the notes kept from earlier observations (game text)."""
         state = self._state
         return {
             "observation": state.observation if state else "",
             "commands": [] if self.done or state is None else list(state.commands),
             "done": self.done,
             "won": self.won,
+            "notes": list(self.notes),
         }
+
+    def _note(self, observation: str) -> None:
+        note = self.keep(observation) if self.keep is not None else None
+        if note and note not in self.notes:
+            self.notes.append(note)
 
     def _budget(self) -> str:
         return f"{self.steps} of {self.max_steps} steps used"
@@ -287,10 +316,15 @@ class TextGameEnvironment(Environment):
         self._episode: GameEpisode | None = None
         self._won: dict[str, bool] = {}
         self._left: dict[str, float] = {}
+        self._lost: dict[str, bool] = {}
 
     @abstractmethod
     def _open(self, task: Task) -> TextGame:
         """Load ``task``'s game."""
+
+    def _keep(self, observation: str) -> str | None:
+        """The part of ``observation`` to keep in view on later turns (this base: none)."""
+        return None
 
     @property
     def episode(self) -> GameEpisode:
@@ -311,7 +345,10 @@ class TextGameEnvironment(Environment):
         """Open ``task``'s game and reset it (closing any episode still open)."""
         self._close_episode()
         episode = GameEpisode(
-            self._open(task), max_steps=self.max_steps, tool_prefix=self.tool_prefix
+            self._open(task),
+            max_steps=self.max_steps,
+            tool_prefix=self.tool_prefix,
+            keep=self._keep,
         )
         episode.begin()
         self._task_id, self._episode = task.id, episode
@@ -327,6 +364,7 @@ class TextGameEnvironment(Environment):
         if self._task_id is not None:
             self._won[self._task_id] = self._episode.won
             self._left[self._task_id] = self._budget_left(self._episode)
+            self._lost[self._task_id] = self._ended_lost(self._episode)
         episode, self._episode, self._task_id = self._episode, None, None
         episode.close()
 
@@ -340,6 +378,17 @@ class TextGameEnvironment(Environment):
             f"task {task.id!r} has no episode: call env.start(task) before the graph runs; "
             "score it before or after env.finish(task)"
         )
+
+    def lost(self, task: Task) -> bool:
+        """Whether ``task``'s episode (open or finished) lost its game and never won it after."""
+        if self._episode is not None and self._task_id == task.id:
+            return self._ended_lost(self._episode)
+        self.won(task)  # raises the same error for a task never started
+        return self._lost.get(task.id, False)
+
+    @staticmethod
+    def _ended_lost(episode: GameEpisode) -> bool:
+        return episode.losses > 0 and not episode.won
 
     @staticmethod
     def _budget_left(episode: GameEpisode) -> float:
@@ -364,13 +413,50 @@ class TextGameEnvironment(Environment):
 # TextWorld: generation and the environment.
 
 
-class TextWorldConfig(BaseModel):
-    """Which TextWorld games to generate and how long an episode may run."""
+class GameSetConfig(BaseModel):
+    """A seeded set of generated TextWorld games, how long an episode may run, and the cache.
+
+    Subclasses add the fields that shape their games; all of them but ``max_steps`` and
+    ``cache_dir`` go into :meth:`key`.
+    """
 
     model_config = ConfigDict(frozen=True)
 
+    challenge: ClassVar[str | None] = None
+    """The TextWorld challenge the games come from (part of the key); None: genmem's own."""
+
     n_games: int = Field(default=10, ge=1, description="Games (tasks) in the set.")
     seed: int = Field(default=0, ge=0, description="Seed of the set; game i has its own seed.")
+    max_steps: int = Field(default=30, ge=1, description="Admissible commands per episode.")
+    cache_dir: Path | None = Field(
+        default=None,
+        description="Where generated sets are kept; default: genmem's cache_root()/textworld.",
+    )
+
+    def key(self) -> str:
+        """Hash of everything that decides the games (not ``max_steps`` nor ``cache_dir``)."""
+        import textworld
+
+        spec = self.model_dump(exclude={"max_steps", "cache_dir"})
+        spec |= {"textworld": textworld.__version__, "generator": GENERATOR_VERSION}
+        if self.challenge is not None:
+            spec["challenge"] = self.challenge
+        return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+    def games_dir(self) -> Path:
+        """The folder this config's games live in."""
+        if self.cache_dir is not None:
+            root = Path(self.cache_dir)
+        else:
+            from genmem.policies.local import cache_root
+
+            root = cache_root() / "textworld"
+        return root / self.key()
+
+
+class TextWorldConfig(GameSetConfig):
+    """Which TextWorld pick-and-place games to generate and how long an episode may run."""
+
     quest_length: int = Field(
         default=2,
         ge=1,
@@ -387,11 +473,6 @@ class TextWorldConfig(BaseModel):
         description="'detailed': the objective lists every step (as in TextWorld's own "
         "games); 'brief': it names only the final placement, so the steps must be found.",
     )
-    max_steps: int = Field(default=30, ge=1, description="Admissible commands per episode.")
-    cache_dir: Path | None = Field(
-        default=None,
-        description="Where generated sets are kept; default: genmem's cache_root()/textworld.",
-    )
 
     @model_validator(mode="after")
     def _check_shape(self) -> TextWorldConfig:
@@ -401,24 +482,6 @@ class TextWorldConfig(BaseModel):
                 "allows at most open, take and put); use world_size >= 2 or quest_length <= 3"
             )
         return self
-
-    def key(self) -> str:
-        """Hash of everything that decides the games (not ``max_steps`` nor ``cache_dir``)."""
-        import textworld
-
-        spec = self.model_dump(exclude={"max_steps", "cache_dir"})
-        spec |= {"textworld": textworld.__version__, "generator": GENERATOR_VERSION}
-        return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
-
-    def games_dir(self) -> Path:
-        """The folder this config's games live in."""
-        if self.cache_dir is not None:
-            root = Path(self.cache_dir)
-        else:
-            from genmem.policies.local import cache_root
-
-            root = cache_root() / "textworld"
-        return root / self.key()
 
 
 class GameRecord(BaseModel):
@@ -432,8 +495,10 @@ class GameRecord(BaseModel):
     walkthrough: list[str]
 
 
-def _game_seed(seed: int, index: int, attempt: int) -> int:
-    digest = hashlib.sha256(f"genmem-textworld/{seed}/{index}/{attempt}".encode()).digest()
+def game_seed(seed: int, index: int, attempt: int, *, family: str = "textworld") -> int:
+    """The TextWorld seed of game ``index`` of a ``family``'s set seeded ``seed`` (its
+    ``attempt``-th try)."""
+    digest = hashlib.sha256(f"genmem-{family}/{seed}/{index}/{attempt}".encode()).digest()
     return int.from_bytes(digest[:4], "big")
 
 
@@ -472,7 +537,9 @@ def _make_game(config: TextWorldConfig, seed: int) -> Any:
     return game
 
 
-def _compile(game: Any, path: Path) -> None:
+def compile_game_file(game: Any, path: Path) -> None:
+    """Compile a generated TextWorld ``game`` to ``path`` (``.z8``), keeping only it and its
+    ``.json`` beside it."""
     from textworld import GameOptions
     from textworld.generator import compile_game
 
@@ -480,6 +547,9 @@ def _compile(game: Any, path: Path) -> None:
     options.path = str(path)
     options.force_recompile = True
     compile_game(game, options)
+    for extra in path.parent.glob(f"{path.stem}.*"):
+        if extra.suffix not in {".z8", ".json"}:
+            extra.unlink()
 
 
 def _generate(config: TextWorldConfig, folder: Path) -> list[GameRecord]:
@@ -488,7 +558,7 @@ def _generate(config: TextWorldConfig, folder: Path) -> list[GameRecord]:
     records = []
     for index in range(config.n_games):
         for attempt in range(_MAX_TRIES):
-            seed = _game_seed(config.seed, index, attempt)
+            seed = game_seed(config.seed, index, attempt)
             try:
                 game = _make_game(config, seed)
             except QuestGenerationError:
@@ -504,11 +574,8 @@ def _generate(config: TextWorldConfig, folder: Path) -> list[GameRecord]:
                 config=config,
             )
         name = f"game_{index:03d}"
-        _compile(game, folder / f"{name}.z8")
-        for extra in folder.glob(f"{name}.*"):
-            if extra.suffix not in {".z8", ".json"}:
-                extra.unlink()
-        opening = _TextWorldGame(folder / f"{name}.z8", policy=True)
+        compile_game_file(game, folder / f"{name}.z8")
+        opening = TextWorldGame(folder / f"{name}.z8", policy=True)
         try:
             state = opening.reset()
             policy = list(opening.policy)
@@ -533,15 +600,32 @@ def _generate(config: TextWorldConfig, folder: Path) -> list[GameRecord]:
     return records
 
 
-def load_games(config: TextWorldConfig) -> list[GameRecord]:
-    """The config's games, generating and compiling them into the cache the first time."""
+RecordT = TypeVar("RecordT", bound=GameRecord)
+
+
+def cached_game_set(
+    config: GameSetConfig,
+    generate: Callable[[Path], Sequence[GameRecord]],
+    record: type[RecordT] = GameRecord,  # type: ignore[assignment]
+) -> list[RecordT]:
+    """A set's games, read from its cache folder, or generated into it by ``generate(folder)``
+    the first time (in a staging folder renamed into place, the manifest written last).
+
+    Args:
+        config: The set; its :meth:`GameSetConfig.games_dir` is the cache folder.
+        generate: Writes the games into the folder it is given and returns their records.
+        record: The record type the manifest is read back as.
+
+    Returns:
+        The records, in generation order.
+    """
     folder = config.games_dir()
     manifest = folder / _MANIFEST
     if not manifest.is_file():
         folder.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
         try:
-            records = _generate(config, staging)
+            records = generate(staging)
             spec = config.model_dump(mode="json", exclude={"cache_dir", "max_steps"})
             payload = {"config": spec, "games": [r.model_dump() for r in records]}
             (staging / _MANIFEST).write_text(json.dumps(payload, indent=1), encoding="utf-8")
@@ -553,7 +637,12 @@ def load_games(config: TextWorldConfig) -> list[GameRecord]:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     data = json.loads(manifest.read_text(encoding="utf-8"))
-    return [GameRecord.model_validate(g) for g in data["games"]]
+    return [record.model_validate(g) for g in data["games"]]
+
+
+def load_games(config: TextWorldConfig) -> list[GameRecord]:
+    """The config's games, generating and compiling them into the cache the first time."""
+    return cached_game_set(config, lambda folder: _generate(config, folder))
 
 
 def generate_games(config: TextWorldConfig) -> list[Path]:
@@ -588,7 +677,7 @@ class GymGame:
         self._env.close()
 
 
-class _TextWorldGame(GymGame):
+class TextWorldGame(GymGame):
     """A compiled TextWorld game run with jericho, as a :class:`TextGame`."""
 
     def __init__(self, path: Path, *, policy: bool = False) -> None:
@@ -620,27 +709,31 @@ class _TextWorldGame(GymGame):
         )
 
 
-class TextWorldEnvironment(TextGameEnvironment):
-    """Seeded TextWorld pick-and-place games, one task per game.
+class GameSetEnvironment(TextGameEnvironment):
+    """The games of a generated, cached set (:class:`GameSetConfig`), one task per game.
 
-    The task's query is the game's objective and opening observation; its reference is the
-    walkthrough (never shown to the agent; :meth:`score` reads the game's ``won`` signal).
+    The task's query is the game's opening observation; its reference is the walkthrough (never
+    shown to the agent; :meth:`score` reads the game's ``won`` signal). Subclasses say how the
+    set is loaded (:meth:`_load`) and what a task's ``meta`` adds (:meth:`_meta`).
     """
 
-    name = "textworld"
-    experience_type = "sop"
-    tool_prefix = "textworld"
-    game_name = "TextWorld"
-
-    def __init__(self, config: TextWorldConfig | None = None) -> None:
-        self.config = config or TextWorldConfig()
-        super().__init__(max_steps=self.config.max_steps)
+    def __init__(self, config: GameSetConfig) -> None:
+        self.config = config
+        super().__init__(max_steps=config.max_steps)
         self._games: dict[str, GameRecord] | None = None
+
+    @abstractmethod
+    def _load(self) -> list[GameRecord]:
+        """The set's records, generated into the cache on first use."""
+
+    def _meta(self, record: GameRecord) -> dict[str, Any]:
+        """What a task's ``meta`` holds beyond the game file and seed (this base: nothing)."""
+        return {}
 
     def games(self) -> list[GameRecord]:
         """The generated games, in order (generated on first use)."""
         if self._games is None:
-            self._games = {g.id: g for g in load_games(self.config)}
+            self._games = {g.id: g for g in self._load()}
         return list(self._games.values())
 
     def tasks(self, limit: int | None = None) -> list[Task]:
@@ -652,11 +745,7 @@ class TextWorldEnvironment(TextGameEnvironment):
                 id=g.id,
                 query=g.intro,
                 reference=list(g.walkthrough),
-                meta={
-                    "game_file": str(folder / g.file),
-                    "seed": g.seed,
-                    "quest_length": len(g.walkthrough),
-                },
+                meta={"game_file": str(folder / g.file), "seed": g.seed, **self._meta(g)},
             )
             for g in games
         ]
@@ -669,8 +758,31 @@ class TextWorldEnvironment(TextGameEnvironment):
         self.games()
         assert self._games is not None
         if task.id not in self._games:
-            raise KeyError(f"task {task.id!r} is not one of this TextWorld set's games")
+            raise KeyError(f"task {task.id!r} is not one of this {self.game_name} set's games")
         return self._games[task.id]
 
     def _open(self, task: Task) -> TextGame:
-        return _TextWorldGame(self.config.games_dir() / self._record(task).file)
+        return TextWorldGame(self.config.games_dir() / self._record(task).file)
+
+
+class TextWorldEnvironment(GameSetEnvironment):
+    """Seeded TextWorld pick-and-place games, one task per game.
+
+    The task's query is the game's objective and opening observation; its reference is the
+    walkthrough (never shown to the agent; :meth:`score` reads the game's ``won`` signal).
+    """
+
+    name = "textworld"
+    experience_type = "sop"
+    tool_prefix = "textworld"
+    game_name = "TextWorld"
+    config: TextWorldConfig
+
+    def __init__(self, config: TextWorldConfig | None = None) -> None:
+        super().__init__(config or TextWorldConfig())
+
+    def _load(self) -> list[GameRecord]:
+        return load_games(self.config)
+
+    def _meta(self, record: GameRecord) -> dict[str, Any]:
+        return {"quest_length": len(record.walkthrough)}

@@ -9,7 +9,8 @@ most likely one. It can never play an invalid command, and one turn costs one pr
 
 A command already played from the same observation, or one whose last result is the observation
 now shown (``inventory`` right after ``inventory``), is not offered again while another remains,
-so a ranking that favours ``look`` cannot loop. The
+so a ranking that favours ``look`` cannot loop. Notes the episode keeps (``notes`` in the
+artifact: a recipe read earlier) stay in the prompt on every later turn, as data. The
 retrieved experience, when the run has one, is shown to the ranker as a data block: it, not the
 coordinator, chooses what is played.
 """
@@ -42,15 +43,26 @@ _HISTORY = 8  # commands shown to the ranker, newest last
 
 
 def ranking_prompt(
-    task: str, observation: str, commands: Sequence[str], played: Sequence[str], support: str
+    task: str,
+    observation: str,
+    commands: Sequence[str],
+    played: Sequence[str],
+    support: str,
+    notes: Sequence[str] = (),
 ) -> list[Any]:
-    """The conversation the ranker scores each valid command against."""
+    """The conversation the ranker scores each valid command against.
+
+    ``notes`` is game text the episode keeps in view once seen (a recipe read earlier), which
+    the last observation and the short command history would otherwise lose.
+    """
     parts = [f"Objective and opening:\n{task.strip()}"]
     if support.strip() and support.strip() != NO_MEMORY_ANSWER:
         parts.append(
             "Experience from earlier games (data; use it only where it fits this game):\n"
             + data_block("retrieved_experience", support)
         )
+    if notes:
+        parts.append("Notes from earlier in this game:\n" + data_block("notes", "\n\n".join(notes)))
     if played:
         parts.append("Commands played so far: " + "; ".join(played[-_HISTORY:]))
     parts.append(f"Now:\n{data_block('observation', observation)}")
@@ -115,7 +127,9 @@ class RankedActor:
                 if c not in tried.get(state, set()) and result.get(c) != state
             ]
             options = fresh or list(view["commands"])
-            prompt = ranking_prompt(goal, state, view["commands"], played, support or "")
+            prompt = ranking_prompt(
+                goal, state, view["commands"], played, support or "", view.get("notes", ())
+            )
             scores = self.model.score_choices(prompt, options)  # type: ignore[attr-defined]
             command = options[max(range(len(options)), key=scores.__getitem__)]
             tried.setdefault(state, set()).add(command)

@@ -77,7 +77,8 @@ def test_qa_search_comes_from_a_corpus_file(tmp_path: Path) -> None:
 def test_every_bench_name_is_known_and_others_are_refused(monkeypatch) -> None:
     assert list(BENCHES) == [
         "gsm8k-train", "gsm8k-test", "hotpotqa-distractor", "hotpotqa", "2wiki", "nq",
-        "textworld-train", "textworld-test", "alfworld", "webshop",
+        "textworld-train", "textworld-test", "cooking-train", "cooking-valid", "cooking-test",
+        "alfworld", "webshop",
     ]  # fmt: skip
     assert isinstance(open_bench("gsm8k-test"), GSM8KEnvironment)
     with pytest.raises(ValueError, match="unknown bench 'musique'"):

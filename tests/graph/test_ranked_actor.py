@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
@@ -136,3 +137,34 @@ def test_the_default_model_wins_a_game_by_ranking(tmp_path: Path) -> None:
     env.finish(task)
     assert env.score(task, None).success, report
     assert len(calls) - 1 < env.max_steps  # won inside the budget
+
+
+class _Following(ScoringChat):
+    """Prefers the walkthrough's next command each turn (``inventory`` stays valid all game)."""
+
+    walk: list[str]
+
+    def score_choices(self, messages: Any, choices: Any) -> list[float]:
+        self.prefer = self.walk[len(self.scored) :]
+        return super().score_choices(messages, choices)
+
+
+def test_the_recipe_stays_in_the_prompt_once_the_cookbook_is_read(cooking_config) -> None:
+    from genmem.envs.cooking import CookingEnvironment
+
+    env = CookingEnvironment(cooking_config)
+    [task] = env.tasks()
+    env.start(task)
+    walk = env.walkthrough(task)
+    model = _Following(responses=["x"], walk=walk)
+    RankedActor(_agent(env), model).run("play", task.query)
+    env.finish(task)
+    assert env.score(task, None).success
+    prompts = [str(messages[1].content) for messages in model.scored]
+    read = walk.index("examine cookbook")  # prompts[n] chooses walk[n]
+    assert len(prompts) == len(walk)
+    assert not any("<notes>" in p for p in prompts[: read + 1])
+    for prompt in prompts[read + 1 :]:  # the recipe has left the observation after one step
+        notes = prompt[prompt.index("<notes>") : prompt.index("</notes>")]
+        assert "Recipe #1" in notes and "Directions:" in notes
+    assert "Recipe #1" not in prompts[-1].split("Now:")[1]  # only the notes still show it
