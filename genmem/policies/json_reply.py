@@ -1,11 +1,12 @@
 """Asking a chat model for one reply in a JSON schema, with the raw message kept.
 
 Every caller that wants schema-shaped JSON from a chat model (the StackPlanner coordinator's
-decisions, MemEvolver's update decisions, the cold-start pipeline's records) asks through
-:func:`ask_json`: LangChain's ``with_structured_output(schema, method="json_schema",
-include_raw=True)``, whose reply comes back as a :class:`JsonReply` holding the raw message, its
-text, the parsed object and the parser's error. What a caller does with a reply that did not
-parse (count it as an invalid action, parse the text leniently, retry) stays the caller's.
+decisions, MemEvolver's update decisions, the cold-start pipeline's records, the seed bank's
+lessons) asks through :func:`ask_json`: LangChain's ``with_structured_output(schema,
+method="json_schema", include_raw=True)``, whose reply comes back as a :class:`JsonReply`
+holding the raw message, its text, the parsed object and the parser's error. What a caller
+does with a reply that did not parse (count it as an invalid action, parse the text leniently,
+retry) stays the caller's.
 
 This is the chat-model side of structured output. How a local model is made to write JSON that
 fits a schema token by token is :mod:`genmem.policies.structured`.
@@ -43,18 +44,16 @@ class JsonReply:
     """Why the reply did not parse, else None."""
 
     @classmethod
-    def of(cls, out: dict[str, Any]) -> JsonReply:
+    def of(cls, out: Any) -> JsonReply:
         """The reply from ``with_structured_output(..., include_raw=True)``'s output."""
+        if not isinstance(out, dict) or "raw" not in out:
+            raise TypeError(
+                f"with_structured_output(include_raw=True) returned {type(out).__name__} "
+                "without a 'raw' message; the chat model must honour include_raw"
+            )
         raw = out.get("raw")
         text = content_text(getattr(raw, "content", "")) or ""
         return cls(raw=raw, text=text, parsed=out.get("parsed"), error=out.get("parsing_error"))
-
-    def error_text(self, limit: int = 300) -> str | None:
-        """The parser's error on one line (``Type: message``, at most ``limit`` characters of
-        message), or None when the reply parsed."""
-        if self.error is None:
-            return None
-        return f"{type(self.error).__name__}: {' '.join(str(self.error).split())[:limit]}"
 
 
 def json_schema_runnable(chat: BaseChatModel, schema: Schema) -> Runnable[LanguageModelInput, Any]:
