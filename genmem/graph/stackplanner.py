@@ -402,7 +402,7 @@ class Coordinator:
         view = {**state, **{k: v for k, v in update.items() if k != "steps"}}
         update["messages"] = [
             SystemMessage(self.system),
-            HumanMessage(_context_message(view, stack, cfg)),  # type: ignore[arg-type]
+            HumanMessage(_context_message(view, stack, cfg)),
         ]
         return update
 

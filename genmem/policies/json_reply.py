@@ -117,14 +117,5 @@ def ask_json(chat: BaseChatModel, schema: Schema, messages: LanguageModelInput) 
 
 
 async def aask_json(chat: BaseChatModel, schema: Schema, messages: LanguageModelInput) -> JsonReply:
-    """:func:`ask_json` through the model's ``ainvoke``.
-
-    Args:
-        chat: The chat model.
-        schema: A JSON schema, or a pydantic model class.
-        messages: The conversation to answer.
-
-    Returns:
-        The raw message, its text, the parsed object (or None) and the parser's error.
-    """
+    """:func:`ask_json` through the model's ``ainvoke`` (same arguments, same reply)."""
     return JsonReply.of(await json_schema_runnable(chat, schema).ainvoke(messages))
