@@ -256,6 +256,8 @@ def _structured(
     """Ask for a reply in ``model``'s schema; retry with halved field caps; errors if all fail."""
     from langchain_core.messages import HumanMessage
 
+    from genmem.policies.json_reply import ask_json
+
     errors: list[str] = []
     for attempt in range(retries + 1):
         cap = None if max_chars is None else max(10, max_chars >> attempt)
@@ -269,8 +271,10 @@ def _structured(
                 )
             )
         try:
-            out = chat.with_structured_output(schema, method="json_schema").invoke(ask)
-            return model.model_validate(out), errors
+            reply = ask_json(chat, schema, ask)
+            if reply.error is not None:
+                raise reply.error  # a reply that did not parse: handled as one below
+            return model.model_validate(reply.parsed), errors
         except (ValidationError, ValueError, TypeError) as exc:
             errors.append(f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
         except Exception as exc:  # a parser error of another backend: still a bad reply

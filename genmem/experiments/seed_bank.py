@@ -206,6 +206,8 @@ def model_experience(chat: Any, question: str, answer: str) -> str:
     """An experience the chat model distils from a problem and its reference solution."""
     from langchain_core.messages import HumanMessage, SystemMessage
 
+    from genmem.policies.json_reply import ask_json
+
     system = (
         "You turn a solved math word problem into a reusable lesson for similar problems. "
         "Name the kind of problem, the steps that solve it, and a check to run before answering."
@@ -216,10 +218,10 @@ def model_experience(chat: Any, question: str, answer: str) -> str:
     schema["properties"]["procedure"]["maxLength"] = 320
     schema["properties"]["check"]["maxLength"] = 140
     schema["required"] = ["problem_type", "procedure", "check"]
-    out = chat.with_structured_output(schema, method="json_schema").invoke(
-        [SystemMessage(system), HumanMessage(user)]
-    )
-    lesson = SeedLesson.model_validate(out)
+    reply = ask_json(chat, schema, [SystemMessage(system), HumanMessage(user)])
+    if reply.error is not None:
+        raise reply.error
+    lesson = SeedLesson.model_validate(reply.parsed)
     return (
         f"Problem type: {lesson.problem_type.strip()}\n"
         f"Procedure: {lesson.procedure.strip()}\n"

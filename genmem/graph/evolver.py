@@ -73,6 +73,7 @@ from genmem.memory.sid import SIDSpec
 from genmem.policies.addressing import Addresser, addresser_name, check_addresser
 from genmem.policies.backends import load_chat_model
 from genmem.policies.chat_local import content_text
+from genmem.policies.json_reply import aask_json, accepts_json_schema, ask_json
 from genmem.policies.prompts import EvolverDecision, evolver_prompt, evolver_user_message
 from genmem.policies.types import AllowedMode, SIDGenerator
 from genmem.tools.lookup import create_memory_lookup_tool
@@ -80,6 +81,7 @@ from genmem.tools.lookup import create_memory_lookup_tool
 __all__ = [
     "EVOLVER_NODE",
     "EvolverConfig",
+    "EvolverNodes",
     "EvolverState",
     "RejectionKind",
     "build_evolver_graph",
@@ -480,31 +482,6 @@ def decision_schema(sid: str, occupied: bool, max_payload_chars: int = 360) -> d
     return schema
 
 
-def _supports_schema(chat: BaseChatModel) -> bool:
-    """Whether ``chat`` takes a JSON schema for its reply (constrained or structured output)."""
-    try:
-        chat.with_structured_output(decision_schema("x", False), method="json_schema")
-    except (NotImplementedError, ValueError, TypeError):
-        return False
-    return True
-
-
-def _decision_model(
-    chat: BaseChatModel, sid: str, occupied: bool, use_schema: bool
-) -> Runnable[LanguageModelInput, Any]:
-    """``chat`` asked for a decision: under the slot's JSON schema, as a forced tool call, or
-    as plain text, whichever the model supports first. The result is always a message."""
-    if use_schema:
-        schema = decision_schema(sid, occupied)
-        return chat.with_structured_output(schema, method="json_schema", include_raw=True) | (
-            lambda out: out["raw"]
-        )
-    try:
-        return chat.bind_tools([EvolverDecision], tool_choice=_DECISION_TOOL)
-    except NotImplementedError:
-        return chat
-
-
 @dataclass(frozen=True)
 class _Ask:
     """One request for a decision: the slot read, the messages to send and the model to ask."""
@@ -515,7 +492,22 @@ class _Ask:
     asked: list[AnyMessage]
     """The turns this attempt adds to the conversation (the instruction on the first)."""
     prompt: list[AnyMessage]
+    schema: dict[str, Any] | None
+    """The slot's decision schema, for a model that takes one (else None)."""
     model: Runnable[LanguageModelInput, Any]
+    """The model to ask in text: bound to the decision as a forced tool if it can call tools."""
+
+    def reply(self, chat: BaseChatModel) -> Any:
+        """The model's message: under the slot's JSON schema, or in text."""
+        if self.schema is not None:
+            return ask_json(chat, self.schema, self.prompt).raw
+        return self.model.invoke(self.prompt)
+
+    async def areply(self, chat: BaseChatModel) -> Any:
+        """:meth:`reply` through the model's ``ainvoke``."""
+        if self.schema is not None:
+            return (await aask_json(chat, self.schema, self.prompt)).raw
+        return await self.model.ainvoke(self.prompt)
 
 
 @dataclass(frozen=True)
@@ -575,35 +567,51 @@ class _Write:
         return {"update": result.model_dump(), "error": None, "events": [event]}
 
 
-def build_evolver_graph(
-    model: BaseChatModel | str = "local",
-    *,
-    sid_generator: SIDGenerator | GeneratorFactory | None = None,
-    config: EvolverConfig | None = None,
-) -> StateGraph:
-    """The uncompiled MemEvolver graph (``langgraph dev`` compiles it with its own store)."""
-    chat = load_chat_model(model)
-    cfg = config or EvolverConfig()
-    use_schema = _supports_schema(chat)
-    generator_for = BankGenerators(chat, sid_generator, cfg, role="MemEvolver")
+class EvolverNodes:
+    """MemEvolver's nodes, as methods that can be called on a state (and a bank) directly.
 
-    def will_retry(kind: str, attempts: int) -> bool:
-        return kind in _RETRYABLE and attempts <= cfg.max_retries
+    :func:`build_evolver_graph` wires them: ``address``, then (:meth:`after_address`)
+    ``lookup`` when an SID was chosen, then ``decide`` until (:meth:`after_decide`) a decision
+    can be applied or no retry is left, then ``apply``.
+    """
 
-    def address(state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
-        return address_in(state, bank_from_runtime(runtime), runtime.context or {})
+    def __init__(
+        self,
+        chat: BaseChatModel,
+        *,
+        sid_generator: SIDGenerator | GeneratorFactory | None = None,
+        config: EvolverConfig | None = None,
+    ) -> None:
+        """``chat``: the deciding model (and, by default, the addressing policy's);
+        ``sid_generator``: the addressing policy (see :func:`build_evolver_graph`)."""
+        self.chat = chat
+        self.config = config or EvolverConfig()
+        self.use_schema = accepts_json_schema(chat, decision_schema("x", False))
+        """Whether decisions are asked for under the slot's JSON schema."""
+        self.generator_for = BankGenerators(chat, sid_generator, self.config, role="MemEvolver")
 
-    async def aaddress(state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
+    def will_retry(self, kind: str, attempts: int) -> bool:
+        """Whether a rejection of this kind after ``attempts`` decisions is asked about again."""
+        return kind in _RETRYABLE and attempts <= self.config.max_retries
+
+    def address(self, state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
+        """:meth:`address_in` on the run's bank."""
+        return self.address_in(state, bank_from_runtime(runtime), runtime.context or {})
+
+    async def aaddress(self, state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
+        """:meth:`address` under ``ainvoke``/``astream``."""
         # The bank opens through its async API; decoding (local model, maybe bank reads) runs
         # in a worker thread, off the event loop.
         bank = await abank_from_runtime(runtime)
-        return await asyncio.to_thread(address_in, state, bank, runtime.context or {})
+        return await asyncio.to_thread(self.address_in, state, bank, runtime.context or {})
 
-    def address_in(state: EvolverState, bank: Bank, context: MemoryContext) -> EvolverState:
+    def address_in(self, state: EvolverState, bank: Bank, context: MemoryContext) -> EvolverState:
+        """The SID for the finished task and the ``memory_lookup`` call that reads it (or the
+        ``no_address`` rejection)."""
         query, trajectory, outcome = _check_input(state)
         task = evolver_user_message(query, trajectory, outcome)
-        generator = generator_for(bank, context.get("addresser"))
-        candidates = generator.generate(task, k=cfg.beam)
+        generator = self.generator_for(bank, context.get("addresser"))
+        candidates = generator.generate(task, k=self.config.beam)
         fresh: EvolverState = {
             "addresser": addresser_name(generator),
             "candidates": [c.model_dump() for c in candidates],
@@ -632,21 +640,23 @@ def build_evolver_graph(
             ],
         }
 
-    def decide(state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
-        ask = decision_request(state)
+    def decide(self, state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
+        """Ask for a decision and check it against the slot read."""
+        ask = self.decision_request(state)
         if isinstance(ask, dict):
             return ask
         spec = bank_from_runtime(runtime).spec
-        return decision_update(ask, ask.model.invoke(ask.prompt), spec)
+        return self.decision_update(ask, ask.reply(self.chat), spec)
 
-    async def adecide(state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
-        ask = decision_request(state)
+    async def adecide(self, state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
+        """:meth:`decide` under ``ainvoke``/``astream``."""
+        ask = self.decision_request(state)
         if isinstance(ask, dict):
             return ask
         spec = (await abank_from_runtime(runtime)).spec
-        return decision_update(ask, await ask.model.ainvoke(ask.prompt), spec)
+        return self.decision_update(ask, await ask.areply(self.chat), spec)
 
-    def decision_request(state: EvolverState) -> _Ask | EvolverState:
+    def decision_request(self, state: EvolverState) -> _Ask | EvolverState:
         """What to ask the model for a decision, or the rejection when the lookup failed."""
         sid = str(state["sid"])
         attempt = state.get("attempts", 0) + 1
@@ -658,10 +668,11 @@ def build_evolver_graph(
             exc = _Rejected("lookup_failed", f"memory_lookup did not read {sid}: {said}")
             return {"attempts": attempt, **_rejection(exc, sid, attempt)}
         asked: list[AnyMessage] = [] if attempt > 1 else [HumanMessage(_instruction(sid, slot))]
-        model = _decision_model(chat, sid, slot.exact, use_schema)
-        return _Ask(sid, attempt, slot, asked, [*messages, *asked], model)
+        schema = decision_schema(sid, slot.exact) if self.use_schema else None
+        model = self.chat if self.use_schema else _text_model(self.chat)
+        return _Ask(sid, attempt, slot, asked, [*messages, *asked], schema, model)
 
-    def decision_update(ask: _Ask, reply: Any, spec: SIDSpec) -> EvolverState:
+    def decision_update(self, ask: _Ask, reply: Any, spec: SIDSpec) -> EvolverState:
         """The state update for the model's reply: a checked decision or its rejection."""
         if not isinstance(reply, AIMessage):
             reply = AIMessage(content_text(getattr(reply, "content", reply)))
@@ -673,7 +684,7 @@ def build_evolver_graph(
             # The reply goes back as plain text: a dangling tool call would be refused by
             # providers that require a tool result after every call.
             said = [*ask.asked, AIMessage(exc.output if exc.output is not None else "")]
-            if will_retry(exc.kind, attempt):
+            if self.will_retry(exc.kind, attempt):
                 said.append(HumanMessage(_feedback(exc, sid)))
             return {**base, "decision": None, "messages": said, **_rejection(exc, sid, attempt)}
         return {
@@ -683,41 +694,63 @@ def build_evolver_graph(
             "messages": [*ask.asked, AIMessage(raw)],
         }
 
-    def apply(state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
+    def apply(self, state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
+        """Write the decision through the bank (compare-and-set, write gate)."""
         bank = bank_from_runtime(runtime)
-        write = _Write.of(state, cfg)
+        write = _Write.of(state, self.config)
         try:
-            result = bank.apply(write.update, actor=cfg.actor, gate=write.gate)
+            result = bank.apply(write.update, actor=self.config.actor, gate=write.gate)
         except GenMemError as exc:
             return write.refused(exc)
         return write.done(result)
 
-    async def aapply(state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
+    async def aapply(self, state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
+        """:meth:`apply` through the bank's async API."""
         bank = await abank_from_runtime(runtime)
-        write = _Write.of(state, cfg)
+        write = _Write.of(state, self.config)
         try:
-            result = await bank.aapply(write.update, actor=cfg.actor, gate=write.gate)
+            result = await bank.aapply(write.update, actor=self.config.actor, gate=write.gate)
         except GenMemError as exc:
             return write.refused(exc)
         return write.done(result)
 
+    @staticmethod
     def after_address(state: EvolverState) -> str:
+        """``lookup`` when an SID was chosen, else the end."""
         return "lookup" if state.get("sid") else END
 
-    def after_decide(state: EvolverState) -> str:
+    def after_decide(self, state: EvolverState) -> str:
+        """``apply`` a decision; ``decide`` again after a rejection a retry can fix; else end."""
         if state.get("decision"):
             return "apply"
         error = state.get("error") or {}
-        return "decide" if will_retry(error.get("kind", ""), state.get("attempts", 0)) else END
+        return "decide" if self.will_retry(error.get("kind", ""), state.get("attempts", 0)) else END
 
+
+def _text_model(chat: BaseChatModel) -> Runnable[LanguageModelInput, Any]:
+    """``chat`` asked in text: as a forced decision tool call if it can call tools."""
+    try:
+        return chat.bind_tools([EvolverDecision], tool_choice=_DECISION_TOOL)
+    except NotImplementedError:
+        return chat
+
+
+def build_evolver_graph(
+    model: BaseChatModel | str = "local",
+    *,
+    sid_generator: SIDGenerator | GeneratorFactory | None = None,
+    config: EvolverConfig | None = None,
+) -> StateGraph:
+    """The uncompiled MemEvolver graph (``langgraph dev`` compiles it with its own store)."""
+    nodes = EvolverNodes(load_chat_model(model), sid_generator=sid_generator, config=config)
     g = StateGraph(EvolverState, context_schema=MemoryContext)
-    g.add_node("address", sync_and_async(address, aaddress))
+    g.add_node("address", sync_and_async(nodes.address, nodes.aaddress))
     g.add_node("lookup", ToolNode([create_memory_lookup_tool()]))
-    g.add_node("decide", sync_and_async(decide, adecide))
-    g.add_node("apply", sync_and_async(apply, aapply))
+    g.add_node("decide", sync_and_async(nodes.decide, nodes.adecide))
+    g.add_node("apply", sync_and_async(nodes.apply, nodes.aapply))
     g.add_edge(START, "address")
-    g.add_conditional_edges("address", after_address, ["lookup", END])
+    g.add_conditional_edges("address", nodes.after_address, ["lookup", END])
     g.add_edge("lookup", "decide")
-    g.add_conditional_edges("decide", after_decide, ["apply", "decide", END])
+    g.add_conditional_edges("decide", nodes.after_decide, ["apply", "decide", END])
     g.add_edge("apply", END)
     return g

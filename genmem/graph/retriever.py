@@ -59,6 +59,7 @@ from genmem.tools.lookup import DEFAULT_MAX_SIDS, create_memory_lookup_tool
 __all__ = [
     "MemoryContext",
     "RetrieverConfig",
+    "RetrieverNodes",
     "RetrieverState",
     "SupportSource",
     "build_retriever_graph",
@@ -171,32 +172,50 @@ def _support(
     return {"messages": [reply], "retrieved": retrieved, **checked}  # type: ignore[typeddict-item]
 
 
-def build_retriever_graph(
-    model: BaseChatModel | str = "local",
-    *,
-    sid_generator: SIDGenerator | GeneratorFactory | None = None,
-    config: RetrieverConfig | None = None,
-) -> StateGraph:
-    """The uncompiled MemRetriever graph (``langgraph dev`` compiles it with its own store)."""
-    chat = load_chat_model(model)
-    cfg = config or RetrieverConfig()
-    generator_for = BankGenerators(chat, sid_generator, cfg, role="MemRetriever")
+class RetrieverNodes:
+    """MemRetriever's nodes, as methods that can be called on a state (and a bank) directly.
 
-    def address(state: RetrieverState, runtime: Runtime[MemoryContext]) -> RetrieverState:
-        return address_in(state, bank_from_runtime(runtime), runtime.context or {})
+    :func:`build_retriever_graph` wires them: ``address``, then (:meth:`route`) ``lookup``
+    when an SID was chosen, then ``rewrite``.
+    """
 
-    async def aaddress(state: RetrieverState, runtime: Runtime[MemoryContext]) -> RetrieverState:
+    def __init__(
+        self,
+        chat: BaseChatModel,
+        *,
+        sid_generator: SIDGenerator | GeneratorFactory | None = None,
+        config: RetrieverConfig | None = None,
+    ) -> None:
+        """``chat``: the rewriting model (and, by default, the addressing policy's);
+        ``sid_generator``: the addressing policy (see :func:`build_retriever_graph`)."""
+        self.chat = chat
+        self.config = config or RetrieverConfig()
+        self.generator_for = BankGenerators(chat, sid_generator, self.config, role="MemRetriever")
+
+    def address(self, state: RetrieverState, runtime: Runtime[MemoryContext]) -> RetrieverState:
+        """:meth:`address_in` on the run's bank."""
+        return self.address_in(state, bank_from_runtime(runtime), runtime.context or {})
+
+    async def aaddress(
+        self, state: RetrieverState, runtime: Runtime[MemoryContext]
+    ) -> RetrieverState:
+        """:meth:`address` under ``ainvoke``/``astream``."""
         # The bank opens through its async API; decoding and reranking (local model and bank
         # reads) run in a worker thread, off the event loop.
         bank = await abank_from_runtime(runtime)
-        return await asyncio.to_thread(address_in, state, bank, runtime.context or {})
+        return await asyncio.to_thread(self.address_in, state, bank, runtime.context or {})
 
-    def address_in(state: RetrieverState, bank: Bank, context: MemoryContext) -> RetrieverState:
+    def address_in(
+        self, state: RetrieverState, bank: Bank, context: MemoryContext
+    ) -> RetrieverState:
+        """The candidates for the query, the chosen SID and the ``memory_lookup`` call to make
+        (none when no SID was proposed)."""
+        cfg = self.config
         query = state.get("query") or ""
         if not query.strip():
             raise ValueError("MemRetriever needs a non-empty 'query' in its input")
         task = retriever_user_message(query)
-        generator = generator_for(bank, context.get("addresser"))
+        generator = self.generator_for(bank, context.get("addresser"))
         candidates = generator.generate(task, k=cfg.beam)
         chosen = candidates[0].sid if candidates else None
         order = [c.sid for c in candidates]
@@ -220,28 +239,43 @@ def build_retriever_graph(
             "addresser": addresser_name(generator),
         }
 
-    def rewrite(state: RetrieverState) -> RetrieverState:
+    def rewrite(self, state: RetrieverState) -> RetrieverState:
+        """The support the planner gets: the model's rewrite of what the lookup returned (if
+        the gate passes it), or the no-memory sentence without asking the model."""
         retrieved = _retrieved(state)
         if not retrieved:
             return {"retrieved": [], "support": NO_MEMORY_ANSWER, "support_source": "none"}
-        return _support(state, chat.invoke(state["messages"]), retrieved)
+        return _support(state, self.chat.invoke(state["messages"]), retrieved)
 
-    async def arewrite(state: RetrieverState) -> RetrieverState:
+    async def arewrite(self, state: RetrieverState) -> RetrieverState:
+        """:meth:`rewrite` through the model's ``ainvoke``."""
         retrieved = _retrieved(state)
         if not retrieved:
             return {"retrieved": [], "support": NO_MEMORY_ANSWER, "support_source": "none"}
-        return _support(state, await chat.ainvoke(state["messages"]), retrieved)
+        return _support(state, await self.chat.ainvoke(state["messages"]), retrieved)
 
+    @staticmethod
     def route(state: RetrieverState) -> str:
+        """``lookup`` when an SID was chosen, else straight to ``rewrite``."""
         return "lookup" if state.get("sid") else "rewrite"
 
+
+def build_retriever_graph(
+    model: BaseChatModel | str = "local",
+    *,
+    sid_generator: SIDGenerator | GeneratorFactory | None = None,
+    config: RetrieverConfig | None = None,
+) -> StateGraph:
+    """The uncompiled MemRetriever graph (``langgraph dev`` compiles it with its own store)."""
+    nodes = RetrieverNodes(load_chat_model(model), sid_generator=sid_generator, config=config)
     g = StateGraph(RetrieverState, context_schema=MemoryContext)
-    g.add_node("address", sync_and_async(address, aaddress))
-    max_sids = max(DEFAULT_MAX_SIDS, cfg.beam)  # a lookup of every candidate takes the beam
+    g.add_node("address", sync_and_async(nodes.address, nodes.aaddress))
+    # a lookup of every candidate takes the beam
+    max_sids = max(DEFAULT_MAX_SIDS, nodes.config.beam)
     g.add_node("lookup", ToolNode([create_memory_lookup_tool(max_sids=max_sids)]))
-    g.add_node("rewrite", sync_and_async(rewrite, arewrite))
+    g.add_node("rewrite", sync_and_async(nodes.rewrite, nodes.arewrite))
     g.add_edge(START, "address")
-    g.add_conditional_edges("address", route, ["lookup", "rewrite"])
+    g.add_conditional_edges("address", nodes.route, ["lookup", "rewrite"])
     g.add_edge("lookup", "rewrite")
     g.add_edge("rewrite", END)
     return g

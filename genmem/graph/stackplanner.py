@@ -63,9 +63,11 @@ from genmem.graph.trajectory import StepRecord, Trajectory, extend_or_reset
 from genmem.memory.data_block import data_block
 from genmem.policies.backends import load_chat_model
 from genmem.policies.chat_local import content_text
+from genmem.policies.json_reply import accepts_json_schema, ask_json, json_schema_runnable
 from genmem.policies.prompts import NO_MEMORY_ANSWER
 
 __all__ = [
+    "Coordinator",
     "PlannerContext",
     "PlannerInput",
     "PlannerOutput",
@@ -325,46 +327,56 @@ def _tool_steps(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     return steps
 
 
-def build_stackplanner_graph(
-    model: BaseChatModel | str = "local",
-    *,
-    subagent_model: BaseChatModel | str | None = None,
-    agents: Sequence[SubAgent] | None = None,
-    solver_tools: Sequence[BaseTool] = (),
-    research_tools: Sequence[BaseTool] = (),
-    interactor_tools: Sequence[BaseTool] = (),
-    config: StackPlannerConfig | None = None,
-) -> StateGraph:
-    """The uncompiled StackPlanner graph (input: query, support; output: answer, trajectory)."""
-    lead = load_chat_model(model)
-    worker = lead if subagent_model is None else load_chat_model(subagent_model)
-    cfg = config or StackPlannerConfig()
-    team = (
-        list(agents)
-        if agents is not None
-        else default_subagents(
-            solver_tools=solver_tools,
-            research_tools=research_tools,
-            interactor_tools=interactor_tools,
-            interactor=cfg.interactor,
-        )
-    )
-    if not team:
-        raise ValueError("StackPlanner needs at least one sub-agent")
-    names = [a.name for a in team]
-    if len(set(names)) != len(names):
-        raise ValueError(f"sub-agent names must be distinct; got {names}")
-    runners = {
-        a.name: RankedActor(a, worker) if a.act == "rank" else _SubAgentRunner(a, worker)
-        for a in team
-    }
-    structured_ok = _supports_schema(lead, coordinator_schema(names), cfg)
-    system = coordinator_prompt(team, staged=structured_ok and cfg.two_stage)
+class Coordinator:
+    """The StackPlanner's nodes and routing, as methods that can be called on a state directly.
 
-    def prepare(state: PlannerState, runtime: Runtime[PlannerContext]) -> dict[str, Any]:
+    :func:`build_stackplanner_graph` wires them: ``prepare -> decide -> validate``, then
+    :meth:`after_validate` picks ``execute``, ``prepare`` or ``finalize``, and after
+    ``execute`` :meth:`after_execute` picks ``prepare`` or ``finalize``.
+
+    Example:
+        >>> from langchain_core.language_models import FakeListChatModel
+        >>> from genmem.graph.subagents import SubAgent
+        >>> solver = SubAgent(name="solver", description="works it out")
+        >>> node = Coordinator(FakeListChatModel(responses=["x"]), [solver])
+        >>> out = node.validate({"reply": "not json", "n_steps": 0})
+        >>> out["decision"], out["invalid_streak"], out["n_steps"]
+        (None, 1, 1)
+    """
+
+    def __init__(
+        self,
+        lead: BaseChatModel,
+        team: Sequence[SubAgent],
+        *,
+        worker: BaseChatModel | None = None,
+        config: StackPlannerConfig | None = None,
+    ) -> None:
+        """``lead``: the coordinator's model; ``team``: the sub-agents (distinct names);
+        ``worker``: the sub-agents' model (None: the lead's); ``config``: budgets and decoding."""
+        if not team:
+            raise ValueError("StackPlanner needs at least one sub-agent")
+        self.names = [a.name for a in team]
+        if len(set(self.names)) != len(self.names):
+            raise ValueError(f"sub-agent names must be distinct; got {self.names}")
+        self.lead = lead
+        self.config = cfg = config or StackPlannerConfig()
+        model = lead if worker is None else worker
+        self.runners = {
+            a.name: RankedActor(a, model) if a.act == "rank" else _SubAgentRunner(a, model)
+            for a in team
+        }
+        self.structured = _supports_schema(lead, coordinator_schema(self.names), cfg)
+        """Whether decisions are asked for under a JSON schema (else in plain text)."""
+        self.system = coordinator_prompt(team, staged=self.structured and cfg.two_stage)
+
+    def prepare(self, state: PlannerState, runtime: Runtime[PlannerContext]) -> dict[str, Any]:
+        """The coordinator's view of this step (a fresh run starts from nothing; a stack over
+        the budget is condensed, oldest entries first)."""
         query = state.get("query")
         if not isinstance(query, str) or not query.strip():
             raise ValueError("StackPlanner needs a non-empty 'query' in its input")
+        cfg = self.config
         update: dict[str, Any] = {}
         fresh = "stack" not in state or bool(state.get("status"))
         if fresh:  # a new run (possibly on a thread that ran before): start from nothing
@@ -389,53 +401,59 @@ def build_stackplanner_graph(
         update["stack"] = stack.model_dump()
         view = {**state, **{k: v for k, v in update.items() if k != "steps"}}
         update["messages"] = [
-            SystemMessage(system),
+            SystemMessage(self.system),
             HumanMessage(_context_message(view, stack, cfg)),
         ]
         return update
 
-    def structured(schema: dict[str, Any], messages: list[BaseMessage]) -> tuple[Any, str, Any]:
-        out = lead.with_structured_output(schema, method="json_schema", include_raw=True).invoke(
-            messages
-        )
-        raw = out.get("raw")
-        return raw, content_text(getattr(raw, "content", "")) or "", out.get("parsed")
-
-    def decide(state: PlannerState) -> dict[str, Any]:
+    def decide(self, state: PlannerState) -> dict[str, Any]:
+        """Ask the lead model for one decision: its reply, the parsed JSON (schema-constrained
+        replies only) and the tokens spent so far."""
         messages = list(state["messages"])
         prompt_text = "\n".join(content_text(m.content) for m in messages)
-        if structured_ok and cfg.two_stage:
+        if self.structured and self.config.two_stage:
+            return self._decide_in_two_stages(state, messages, prompt_text)
+        if self.structured:
             ids = TaskStack.model_validate(state.get("stack") or {}).ids
-            raw, reply, first = structured(choice_schema(available_choices(ids)), messages)
-            spent = _tokens(raw, prompt_text + reply)
-            parsed = None
-            # A reply cut off at the token cap can parse as JSON without its "action": that
-            # is an unreadable decision (the budget's invalid-action count handles it).
-            if isinstance(first, dict) and isinstance(first.get("action"), str):
-                choice = first["action"]
-                follow = [*messages, AIMessage(reply), HumanMessage(choice_prompt(choice))]
-                schema = action_schema(choice, names, cfg.max_field_chars, ids)
-                raw2, reply2, second = structured(schema, follow)
-                spent += _tokens(raw2, prompt_text + reply + reply2)
-                reply = f"{reply}\n{reply2}"
-                if isinstance(second, dict):
-                    parsed = decision_from_stages(first, second)
-            return {"reply": reply, "parsed": parsed, "tokens": state.get("tokens", 0) + spent}
-        if structured_ok:
-            ids = TaskStack.model_validate(state.get("stack") or {}).ids
-            schema = coordinator_schema(names, cfg.max_field_chars, ids)
-            raw, reply, parsed = structured(schema, messages)
+            schema = coordinator_schema(self.names, self.config.max_field_chars, ids)
+            asked = ask_json(self.lead, schema, messages)
+            raw, reply, parsed = asked.raw, asked.text, asked.parsed
         else:
-            raw = lead.invoke(messages)
+            raw = self.lead.invoke(messages)
             reply, parsed = content_text(raw.content), None
         spent = _tokens(raw, prompt_text + reply)
         return {"reply": reply, "parsed": parsed, "tokens": state.get("tokens", 0) + spent}
 
-    def validate(state: PlannerState) -> dict[str, Any]:
+    def _decide_in_two_stages(
+        self, state: PlannerState, messages: list[BaseMessage], prompt_text: str
+    ) -> dict[str, Any]:
+        """The action kind in one constrained call, then its fields in a second."""
+        ids = TaskStack.model_validate(state.get("stack") or {}).ids
+        first = ask_json(self.lead, choice_schema(available_choices(ids)), messages)
+        reply = first.text
+        spent = _tokens(first.raw, prompt_text + reply)
+        parsed = None
+        # A reply cut off at the token cap can parse as JSON without its "action": that
+        # is an unreadable decision (the budget's invalid-action count handles it).
+        kind = first.parsed
+        if isinstance(kind, dict) and isinstance(kind.get("action"), str):
+            choice = kind["action"]
+            follow = [*messages, AIMessage(reply), HumanMessage(choice_prompt(choice))]
+            schema = action_schema(choice, self.names, self.config.max_field_chars, ids)
+            second = ask_json(self.lead, schema, follow)
+            spent += _tokens(second.raw, prompt_text + reply + second.text)
+            reply = f"{reply}\n{second.text}"
+            if isinstance(second.parsed, dict):
+                parsed = decision_from_stages(kind, second.parsed)
+        return {"reply": reply, "parsed": parsed, "tokens": state.get("tokens", 0) + spent}
+
+    def validate(self, state: PlannerState) -> dict[str, Any]:
+        """The reply as a decision; an invalid one becomes the next step's observation and
+        counts towards ``max_invalid_actions``."""
         source = state.get("parsed") if state.get("parsed") is not None else state.get("reply", "")
         n = state.get("n_steps", 0)
         try:
-            decision = parse_decision(source, agents=names)
+            decision = parse_decision(source, agents=self.names)
         except InvalidAction as exc:
             streak = state.get("invalid_streak", 0) + 1
             observation = f"Your last reply was not a valid action: {exc}"
@@ -456,7 +474,8 @@ def build_stackplanner_graph(
             }
         return {"decision": decision.model_dump(), "invalid_streak": 0, "n_steps": n + 1}
 
-    def execute(state: PlannerState) -> dict[str, Any]:
+    def execute(self, state: PlannerState) -> dict[str, Any]:
+        """Run the decision: finish, push a plan, edit the stack or delegate."""
         decision = CoordinatorDecision.model_validate(state["decision"])
         action = decision.action
         stack = TaskStack.model_validate(state["stack"])
@@ -482,26 +501,23 @@ def build_stackplanner_graph(
             step["stack_edits"] = [edit]
             return {"stack": new.model_dump(), "steps": [step], "observation": edit}
         assert isinstance(action, DelegateAction)
-        report, calls = runners[action.agent].run(action.task, state["query"], state.get("support"))
+        return self._delegate(state, action, stack, {"arguments": args, **common})
+
+    def _delegate(
+        self, state: PlannerState, action: DelegateAction, stack: TaskStack, fields: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Run the sub-agent and push its report; ``fields`` describe the delegation's step."""
+        runner = self.runners[action.agent]
+        report, calls = runner.run(action.task, state["query"], state.get("support"))
         answer = report_answer(report)
         content = report[:_REPORT_CHARS] if report else "(empty report)"
         stack = stack.push("result", content, agent=action.agent, task=action.task)
         entry = stack.top
         assert entry is not None
         edit = f"push #{entry.id} result from {action.agent}"
-        steps = [_step(state, arguments=args, observation=content, **common)]
+        steps = [_step(state, observation=content, **fields)]
         steps[0]["stack_edits"] = [edit]
-        for i, call in enumerate(calls, 1):
-            steps.append(
-                _step(
-                    state,
-                    offset=i,
-                    agent=action.agent,
-                    action="tool",
-                    arguments={"tool": call["name"], "args": call["args"]},
-                    observation=call["observation"],
-                )
-            )
+        steps += _call_steps(state, action.agent, calls)
         update: dict[str, Any] = {
             "stack": stack.model_dump(),
             "steps": steps,
@@ -511,13 +527,15 @@ def build_stackplanner_graph(
             update["best_answer"] = answer
         return update
 
-    def finalize(state: PlannerState) -> dict[str, Any]:
+    def finalize(self, state: PlannerState) -> dict[str, Any]:
+        """The run's answer, status and trajectory (a run stopped by a budget answers with the
+        best it has, and may give the whole task to one sub-agent as a fallback)."""
         answer = state.get("answer")
         steps: list[dict[str, Any]] = []
         reason = ""
         status: str = "finished"
         if answer is None:
-            reason = _stop_reason(state, cfg) or "stopped without an answer"
+            reason = _stop_reason(state, self.config) or "stopped without an answer"
             answer = state.get("best_answer")
             if answer is None:
                 answer = _last_report_line(TaskStack.model_validate(state.get("stack") or {}))
@@ -526,33 +544,12 @@ def build_stackplanner_graph(
             status = "budget"
         # The interactor, where the environment gave one, is the one that can act on it; a run
         # that never let it act has not attempted an environment's task, whatever it answered.
-        fallback = "interactor" if "interactor" in runners else "solver"
+        fallback = "interactor" if "interactor" in self.runners else "solver"
         idle = fallback == "interactor" and not any(
             s.get("agent") == "interactor" for s in state.get("steps", [])
         )
-        if cfg.fallback_solver and fallback in runners and (answer is None or idle):
-            report, calls = runners[fallback].run(state["query"], None, state.get("support"))
-            answer = report_answer(report) or (report.strip().splitlines() or [None])[-1]
-            steps.append(
-                _step(
-                    state,
-                    agent=fallback,
-                    action="fallback",
-                    arguments={"task": state["query"]},
-                    observation=report[:_REPORT_CHARS],
-                )
-            )
-            for i, call in enumerate(calls, 1):
-                steps.append(
-                    _step(
-                        state,
-                        offset=i,
-                        agent=fallback,
-                        action="tool",
-                        arguments={"tool": call["name"], "args": call["args"]},
-                        observation=call["observation"],
-                    )
-                )
+        if self.config.fallback_solver and fallback in self.runners and (answer is None or idle):
+            answer, steps = self._fallback(state, fallback)
             why = "never let it act" if idle else "ended without an answer"
             reason = (reason + "; " if reason else "") + (
                 f"the run {why}, so the {fallback} took the whole task as a fallback"
@@ -576,34 +573,90 @@ def build_stackplanner_graph(
             "trajectory": trajectory.model_dump(),
         }
 
-    def after_validate(state: PlannerState) -> str:
+    def _fallback(self, state: PlannerState, agent: str) -> tuple[str | None, list[dict[str, Any]]]:
+        """The whole task given to ``agent`` once: its answer and the steps it took."""
+        report, calls = self.runners[agent].run(state["query"], None, state.get("support"))
+        answer = report_answer(report) or (report.strip().splitlines() or [None])[-1]
+        step = _step(
+            state,
+            agent=agent,
+            action="fallback",
+            arguments={"task": state["query"]},
+            observation=report[:_REPORT_CHARS],
+        )
+        return answer, [step, *_call_steps(state, agent, calls)]
+
+    def after_validate(self, state: PlannerState) -> str:
+        """``execute`` a valid decision; else ``prepare`` the next step, or ``finalize`` once a
+        budget is spent."""
         if state.get("decision") is not None:
             return "execute"
-        return "finalize" if _stop_reason(state, cfg) else "prepare"
+        return "finalize" if _stop_reason(state, self.config) else "prepare"
 
-    def after_execute(state: PlannerState) -> str:
+    def after_execute(self, state: PlannerState) -> str:
+        """``finalize`` once answered or a budget is spent; else ``prepare`` the next step."""
         if state.get("answer") is not None:
             return "finalize"
-        return "finalize" if _stop_reason(state, cfg) else "prepare"
+        return "finalize" if _stop_reason(state, self.config) else "prepare"
 
+
+def build_stackplanner_graph(
+    model: BaseChatModel | str = "local",
+    *,
+    subagent_model: BaseChatModel | str | None = None,
+    agents: Sequence[SubAgent] | None = None,
+    solver_tools: Sequence[BaseTool] = (),
+    research_tools: Sequence[BaseTool] = (),
+    interactor_tools: Sequence[BaseTool] = (),
+    config: StackPlannerConfig | None = None,
+) -> StateGraph:
+    """The uncompiled StackPlanner graph (input: query, support; output: answer, trajectory)."""
+    lead = load_chat_model(model)
+    worker = None if subagent_model is None else load_chat_model(subagent_model)
+    cfg = config or StackPlannerConfig()
+    if agents is None:
+        agents = default_subagents(
+            solver_tools=solver_tools,
+            research_tools=research_tools,
+            interactor_tools=interactor_tools,
+            interactor=cfg.interactor,
+        )
+    node = Coordinator(lead, list(agents), worker=worker, config=cfg)
     g = StateGraph(
         PlannerState,
         context_schema=PlannerContext,
         input_schema=PlannerInput,
         output_schema=PlannerOutput,
     )
-    g.add_node("prepare", prepare)
-    g.add_node("decide", decide)
-    g.add_node("validate", validate)
-    g.add_node("execute", execute)
-    g.add_node("finalize", finalize)
+    g.add_node("prepare", node.prepare)
+    g.add_node("decide", node.decide)
+    g.add_node("validate", node.validate)
+    g.add_node("execute", node.execute)
+    g.add_node("finalize", node.finalize)
     g.add_edge(START, "prepare")
     g.add_edge("prepare", "decide")
     g.add_edge("decide", "validate")
-    g.add_conditional_edges("validate", after_validate, ["execute", "prepare", "finalize"])
-    g.add_conditional_edges("execute", after_execute, ["prepare", "finalize"])
+    g.add_conditional_edges("validate", node.after_validate, ["execute", "prepare", "finalize"])
+    g.add_conditional_edges("execute", node.after_execute, ["prepare", "finalize"])
     g.add_edge("finalize", END)
     return g
+
+
+def _call_steps(
+    state: PlannerState, agent: str, calls: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The step records of a sub-agent's tool calls, numbered after the step that ran it."""
+    return [
+        _step(
+            state,
+            offset=i,
+            agent=agent,
+            action="tool",
+            arguments={"tool": call["name"], "args": call["args"]},
+            observation=call["observation"],
+        )
+        for i, call in enumerate(calls, 1)
+    ]
 
 
 def _last_report_line(stack: TaskStack) -> str | None:
@@ -618,13 +671,10 @@ def _supports_schema(model: BaseChatModel, schema: dict[str, Any], cfg: StackPla
     """Whether to ask the lead model for schema-constrained replies (else plain text)."""
     if cfg.structured == "off":
         return False
-    try:
-        model.with_structured_output(schema, method="json_schema", include_raw=True)
-    except (NotImplementedError, ValueError, TypeError):
-        if cfg.structured == "on":
-            raise
-        return False
-    return True
+    if cfg.structured == "on":
+        json_schema_runnable(model, schema)  # a model that takes no schema raises here
+        return True
+    return accepts_json_schema(model, schema)
 
 
 def _run_budget(runtime: Runtime[PlannerContext], cfg: StackPlannerConfig) -> dict[str, int]:
