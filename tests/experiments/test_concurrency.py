@@ -21,9 +21,8 @@ from genmem.experiments.runner import run_stream
 from tests.experiments.test_evaluate import FailingGenerator, role_fake
 from tests.experiments.test_evolution import _evolve, _Say, coin_chat
 from tests.experiments.test_runner import QUERIES, ScriptedApp
-from tests.fakes import FakeChat, Overlap
+from tests.fakes import FakeChat, FixedGenerator, Overlap
 from tests.graph._banks import A, one_entry_bank
-from tests.graph.test_retriever import FixedGenerator
 
 SEEN = Overlap(0.05)
 

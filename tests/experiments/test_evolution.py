@@ -26,9 +26,8 @@ from genmem.experiments.evolution_stats import HIT_KEYS
 from genmem.memory.bank_copy import working_copy
 from genmem.memory.location import open_bank
 from tests.experiments.test_evaluate import FailingGenerator
-from tests.fakes import FakeChat, by_role, finish_reply
+from tests.fakes import FakeChat, FixedGenerator, by_role, finish_reply
 from tests.graph._banks import A, one_entry_bank, revise_reply
-from tests.graph.test_retriever import FixedGenerator
 
 
 def test_methods_are_checked() -> None:
