@@ -20,13 +20,16 @@ from langchain_core.runnables import RunnableLambda
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from genmem.memory.encoders import format_for_encoding
-from genmem.memory.sid import DEFAULT_SPEC, SIDSpec
+from genmem.memory.sid import DEFAULT_SPEC, SID, SIDSpec
+from genmem.policies.types import SIDCandidate
 from genmem.training.rewards import JudgeVerdict
 
 __all__ = [
     "Asked",
+    "CountingEncoder",
     "FakeChat",
     "FakeCodebooks",
+    "FixedGenerator",
     "HashEncoder",
     "Overlap",
     "RoutingChat",
@@ -77,6 +80,62 @@ class HashEncoder:
             v = np.random.default_rng(seed).normal(size=self._dim)
             out[i] = v / np.linalg.norm(v)
         return out
+
+
+class CountingEncoder(HashEncoder):
+    """A :class:`HashEncoder` that records, in :attr:`seen`, every text it is asked to encode."""
+
+    def __init__(self, dim: int = 16, *, prefix: str | None = None) -> None:
+        super().__init__(dim, prefix=prefix)
+        self.seen: list[str] = []
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int = 32, progress: bool = False
+    ) -> np.ndarray:
+        """Unit float32 rows, one per text (the texts recorded)."""
+        self.seen.extend(texts)
+        return super().encode(texts, batch_size=batch_size, progress=progress)
+
+
+# --- SID generators -----------------------------------------------------------------------------
+
+
+class FixedGenerator:
+    """An SID generator for control-flow tests: proposes the same SIDs for every context, or
+    those ``sids(context)`` picks, best first; it records each context and ``k`` it was asked.
+
+    Example:
+        >>> gen = FixedGenerator([SID((1, 2, 3, 4))])
+        >>> [c.sid for c in gen.generate("ctx", k=3)], gen.calls, gen.ks
+        (['<SID_L1_1><SID_L2_2><SID_L3_3><SID_L4_4>'], ['ctx'], [3])
+    """
+
+    def __init__(
+        self,
+        sids: Sequence[SID | str] | Callable[[str], Sequence[SID | str]],
+        *,
+        spec: SIDSpec = DEFAULT_SPEC,
+        addresser: str = "custom",
+    ) -> None:
+        self.sids = sids if callable(sids) else [str(s) for s in sids]
+        self.spec = spec
+        self.addresser = addresser
+        """What the graphs report as the addresser that proposed the SIDs."""
+        self.calls: list[str] = []
+        """Every context decoded from, in order."""
+        self.ks: list[int] = []
+        """Every ``k`` asked for, in order."""
+
+    def generate(self, context: str, k: int = 1) -> list[SIDCandidate]:
+        """The first ``k`` SIDs, scored ``0, -1, ...`` (an exception ``sids`` raises, raised)."""
+        self.calls.append(context)
+        self.ks.append(k)
+        sids = self.sids(context) if callable(self.sids) else self.sids
+        return [SIDCandidate(sid=str(s), score=-float(i)) for i, s in enumerate(sids[:k])]
+
+    def generate_batch(self, contexts: Sequence[str], k: int = 1) -> list[list[SIDCandidate]]:
+        """:meth:`generate` for each context."""
+        return [self.generate(c, k) for c in contexts]
 
 
 # --- embedding data -----------------------------------------------------------------------------

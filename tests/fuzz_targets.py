@@ -533,8 +533,6 @@ def _replies_to_roles() -> st.SearchStrategy[list[str]]:
 
 
 def _check_replies(replies: list[str], folder: Path) -> str:
-    from langchain_core.language_models.fake_chat_models import FakeListChatModel
-
     from genmem.graph.loop import build_genmem_graph
     from genmem.graph.stack import StackBudget
     from genmem.graph.stackplanner import StackPlannerConfig
@@ -542,7 +540,7 @@ def _check_replies(replies: list[str], folder: Path) -> str:
     from genmem.memory.location import open_bank
     from genmem.memory.sid import SID
     from genmem.memory.sqlite_store import SQLiteBankStore
-    from tests.graph.test_retriever import FixedGenerator
+    from tests.fakes import FakeChat, FixedGenerator
 
     directory = Path(tempfile.mkdtemp(dir=folder))
     slot = SID((3, 0, 7, 1))
@@ -551,7 +549,7 @@ def _check_replies(replies: list[str], folder: Path) -> str:
     ).insert(slot, _ENTRY)
     url = f"sqlite:///{directory}/bank.db?bank=b"
     graph = build_genmem_graph(
-        FakeListChatModel(responses=replies),
+        FakeChat(responses=replies),
         sid_generator=FixedGenerator([slot]),
         planner_config=StackPlannerConfig(budget=StackBudget(max_steps=2)),
     ).compile()
@@ -678,16 +676,14 @@ def _check_composed(out: dict[str, Any], url: str, read: list[str]) -> str:
 
 
 def _check_fusion(case: tuple[str, str, list[str]], folder: Path) -> str:
-    from langchain_core.language_models.fake_chat_models import FakeListChatModel
-
     from genmem.graph.compose import build_fuse_graph
     from genmem.memory.gate import check_join
-    from tests.graph.test_retriever import FixedGenerator
+    from tests.fakes import FakeChat, FixedGenerator
 
     reply, at, sids = case
     directory, url = _compose_bank(folder)
     graph = build_fuse_graph(
-        FakeListChatModel(responses=[reply]), sid_generator=FixedGenerator([DEFAULT_SPEC.parse(at)])
+        FakeChat(responses=[reply]), sid_generator=FixedGenerator([DEFAULT_SPEC.parse(at)])
     ).compile()
     out = graph.invoke({"sids": sids}, context={"bank_url": url})
     result = _check_composed(out, url, [_A, _B])
@@ -708,13 +704,12 @@ def _fusion_cases() -> st.SearchStrategy[tuple[str, str, list[str]]]:
 
 
 def _check_decomposition(case: tuple[list[str], str], folder: Path) -> str:
-    from langchain_core.language_models.fake_chat_models import FakeListChatModel
-
     from genmem.graph.compose import build_decompose_graph
+    from tests.fakes import FakeChat
 
     replies, target = case
     directory, url = _compose_bank(folder)
-    graph = build_decompose_graph(FakeListChatModel(responses=replies)).compile()
+    graph = build_decompose_graph(FakeChat(responses=replies)).compile()
     out = graph.invoke({"sid": target}, context={"bank_url": url})
     read = [out["sid"], *out["chosen"]] if out.get("update") else []
     result = _check_composed(out, url, read)

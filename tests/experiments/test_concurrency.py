@@ -18,12 +18,11 @@ from genmem.experiments.evaluate import EvalSettings, evaluate
 from genmem.experiments.evolution import run_evolution
 from genmem.experiments.experience_schemas import AttemptProse, ExperienceFields
 from genmem.experiments.runner import run_stream
-from tests.experiments.test_evaluate import FailingGenerator, role_fake
+from tests.experiments.test_evaluate import failing_generator, role_fake
 from tests.experiments.test_evolution import _evolve, _Say, coin_chat
 from tests.experiments.test_runner import QUERIES, ScriptedApp
-from tests.fakes import FakeChat, Overlap
+from tests.fakes import FakeChat, FixedGenerator, Overlap
 from tests.graph._banks import A, one_entry_bank
-from tests.graph.test_retriever import FixedGenerator
 
 SEEN = Overlap(0.05)
 
@@ -84,7 +83,7 @@ def test_eval_runs_overlap_and_write_what_a_sequential_run_writes(tmp_path) -> N
 def test_a_failing_eval_run_is_its_record_and_the_others_finish(tmp_path) -> None:
     env = GSM8KEnvironment(calculator=False)
     crash = env.tasks(4)[2]
-    rows = _lines(_eval(tmp_path, "e", 3, FailingGenerator(crash.query.split()[0])))
+    rows = _lines(_eval(tmp_path, "e", 3, failing_generator(crash.query.split()[0])))
     assert [(r["method"], r["id"]) for r in rows if r["error"]] == [("sid", crash.id)]
     assert len(rows) == 8 and sum(r["error"] is None for r in rows) == 7
 
@@ -259,7 +258,7 @@ def test_evolve_stream_with_a_failing_probe_still_finishes(tmp_path) -> None:
     out = tmp_path / "run"
     run_evolution(
         _Say(), cfg, bank_url=bank, out=out, chat=coin_chat(temperature=0.0),
-        sid_generator=FailingGenerator(probe[0].query), progress=False, concurrency=4,
+        sid_generator=failing_generator(probe[0].query), progress=False, concurrency=4,
     )  # fmt: skip
     rows = _lines(out / "probes.jsonl")
     assert len(rows) == 2 * 2 * len(probe)

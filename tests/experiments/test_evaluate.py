@@ -18,9 +18,9 @@ from genmem.experiments.evaluate import (
     evaluate,
     summary_markdown,
 )
-from tests.fakes import FakeChat, by_role, finish_reply
+from genmem.memory.sid import SID
+from tests.fakes import FakeChat, FixedGenerator, by_role, finish_reply
 from tests.graph._banks import A, one_entry_bank
-from tests.graph.test_retriever import FixedGenerator
 
 
 def _ducks_only(messages: list[BaseMessage]) -> str:
@@ -94,17 +94,15 @@ def test_every_method_runs_through_the_graph_and_is_summarised(tmp_path) -> None
     assert again.summaries == report.summaries and len(gen.calls) == 2
 
 
-class FailingGenerator(FixedGenerator):
-    """Decodes like FixedGenerator, but raises for tasks that mention ``marker``."""
+def failing_generator(marker: str) -> FixedGenerator:
+    """Proposes ``A``, but raises for tasks that mention ``marker``."""
 
-    def __init__(self, marker: str) -> None:
-        super().__init__([A])
-        self.marker = marker
-
-    def generate(self, context: str, k: int = 1):
-        if self.marker in context:
+    def sids(context: str) -> list[SID]:
+        if marker in context:
             raise RuntimeError("decoder crashed")
-        return super().generate(context, k)
+        return [A]
+
+    return FixedGenerator(sids)
 
 
 def test_an_errored_run_is_a_failure_in_the_written_summary(tmp_path) -> None:
@@ -114,7 +112,7 @@ def test_an_errored_run_is_a_failure_in_the_written_summary(tmp_path) -> None:
     settings = _settings(bank_url, methods=["none", "sid"])
     out = tmp_path / "eval"
     # The sid run of the ducks problem, which the model answers right, crashes.
-    gen = FailingGenerator(ducks.query.split()[0])
+    gen = failing_generator(ducks.query.split()[0])
     report = evaluate(env, settings, out=out, model=role_fake(), sid_generator=gen, progress=False)
     records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
     crashed = [r for r in records if r["error"]]

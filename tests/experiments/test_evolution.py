@@ -25,10 +25,9 @@ from genmem.experiments.evolution import (
 from genmem.experiments.evolution_stats import HIT_KEYS
 from genmem.memory.bank_copy import working_copy
 from genmem.memory.location import open_bank
-from tests.experiments.test_evaluate import FailingGenerator
-from tests.fakes import FakeChat, by_role, finish_reply
+from tests.experiments.test_evaluate import failing_generator
+from tests.fakes import FakeChat, FixedGenerator, by_role, finish_reply
 from tests.graph._banks import A, one_entry_bank, revise_reply
-from tests.graph.test_retriever import FixedGenerator
 
 
 def test_methods_are_checked() -> None:
@@ -182,7 +181,7 @@ def test_an_errored_probe_is_a_failure_with_intervals_and_pairs(tmp_path) -> Non
     out = tmp_path / "run"
     summary = run_evolution(
         _Say(), cfg, bank_url=bank, out=out, chat=coin_chat(),
-        sid_generator=FailingGenerator(crash.query), progress=False,
+        sid_generator=failing_generator(crash.query), progress=False,
         reference_sids={t.id: str(A) for t in probe},
     )  # fmt: skip
     assert isinstance(summary, EvolveSummary)

@@ -21,9 +21,8 @@ from genmem.experiments.evolution import EvolveConfig
 from genmem.experiments.evolution_runner import EvolveRunner
 from genmem.experiments.runner import run_stream
 from genmem.graph.loop import build_genmem_graph
-from tests.fakes import FakeChat, by_role, finish_reply
+from tests.fakes import FakeChat, FixedGenerator, by_role, finish_reply
 from tests.graph._banks import A, one_entry_bank, revise_reply
-from tests.graph.test_retriever import FixedGenerator
 
 REFERENCE = "7391"
 """A gold answer no agent writes by itself, so finding it in a prompt can only be a leak."""

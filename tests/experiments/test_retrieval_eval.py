@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 from genmem.envs.stats import IntervalSettings, bootstrap_interval
 from genmem.errors import InvalidSID
@@ -28,11 +27,10 @@ from genmem.memory.sqlite_store import SQLiteBankStore
 from genmem.policies.baselines import TfidfRetriever
 from genmem.policies.prompts import retriever_user_message
 from genmem.policies.rerank import Reranker, aggregate_hits
-from genmem.policies.types import SIDCandidate, SIDGenerator
+from genmem.policies.types import SIDGenerator
 from tests.conftest import TEST_HASH
-from tests.fakes import HashEncoder
+from tests.fakes import FakeChat, FixedGenerator, HashEncoder
 from tests.graph._banks import A, one_entry_bank
-from tests.graph.test_retriever import FixedGenerator
 
 SPEC = SIDSpec((4, 4, 4))
 
@@ -298,29 +296,15 @@ def test_load_pairs_checks_the_spec(tmp_path: Path) -> None:
 # -- adapters ------------------------------------------------------------------------------------
 
 
-class FakeGenerator:
-    """An SID generator that answers from a table (best first) and records ``k``."""
-
-    def __init__(self, table: dict[str, list[str]]) -> None:
-        # The ranker decodes from the retriever's own user turn, never the bare query.
-        self.table = {retriever_user_message(q): sids for q, sids in table.items()}
-        self.ks: list[int] = []
-
-    @property
-    def spec(self) -> SIDSpec:
-        return SPEC
-
-    def generate(self, context: str, k: int = 1) -> list[SIDCandidate]:
-        self.ks.append(k)
-        sids = self.table[context][:k]
-        return [SIDCandidate(sid=s, score=-float(i)) for i, s in enumerate(sids)]
-
-    def generate_batch(self, contexts: Sequence[str], k: int = 1) -> list[list[SIDCandidate]]:
-        return [self.generate(c, k) for c in contexts]
+def table_generator(table: dict[str, list[str]]) -> FixedGenerator:
+    """An SID generator that answers from a table (best first), keyed by query."""
+    # The ranker decodes from the retriever's own user turn, never the bare query.
+    by_context = {retriever_user_message(q): sids for q, sids in table.items()}
+    return FixedGenerator(by_context.__getitem__, spec=SPEC)
 
 
 def test_sid_ranker() -> None:
-    gen = FakeGenerator(RANKED)
+    gen = table_generator(RANKED)
     assert isinstance(gen, SIDGenerator)
     rep = evaluate_retrieval(PAIRS, sid_ranker(gen), k=6, spec=SPEC)
     assert gen.ks == [6, 6, 6, 6]
@@ -334,7 +318,7 @@ def test_sid_ranker_decodes_from_the_context_the_retriever_graph_gives(tmp_path)
     url = one_entry_bank(tmp_path, "For rate problems, find the amount per unit first.")
     query = "  Pens cost $3 for 2. How much do 10 cost?\n"
     in_graph, in_eval = FixedGenerator([A]), FixedGenerator([A])
-    chat = FakeListChatModel(responses=["<answer>Find the unit price.</answer>"])
+    chat = FakeChat(responses=["<answer>Find the unit price.</answer>"])
     graph = build_retriever_graph(chat, sid_generator=in_graph).compile()
     graph.invoke({"query": query}, context={"bank_url": url})
     assert sid_ranker(in_eval)(query, 1) == [str(A)]

@@ -23,9 +23,8 @@ from genmem.experiments.symbols import (
 )
 from genmem.memory.sid import DEFAULT_SPEC, SID, SIDSpec
 from genmem.memory.sqlite_store import SQLiteBankStore
-from genmem.policies.types import SIDCandidate
 from tests.conftest import TEST_HASH
-from tests.fakes import FakeChat, by_role, finish_reply
+from tests.fakes import FakeChat, FixedGenerator, by_role, finish_reply
 
 DUCKS = [SID((3, 0, 7, 1)), SID((3, 1, 2, 0))]
 """The SIDs the fake addresser gives the ducks problem (GSM8K test 0), best first."""
@@ -70,25 +69,11 @@ def test_bad_settings_are_refused(kwargs: dict[str, Any], message: str) -> None:
         SymbolsConfig(**kwargs)
 
 
-class ByTask:
+def by_task() -> FixedGenerator:
     """Two SIDs per problem: :data:`DUCKS` for the ducks problem, :data:`OTHER` otherwise."""
-
-    addresser = "quantizer"
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    @property
-    def spec(self) -> SIDSpec:
-        return DEFAULT_SPEC
-
-    def generate(self, context: str, k: int = 1) -> list[SIDCandidate]:
-        self.calls += 1
-        sids = DUCKS if "Janet" in context else OTHER
-        return [SIDCandidate(sid=str(s), score=-float(i)) for i, s in enumerate(sids[:k])]
-
-    def generate_batch(self, contexts, k=1):
-        return [self.generate(c, k) for c in contexts]
+    return FixedGenerator(
+        lambda context: DUCKS if "Janet" in context else OTHER, addresser="quantizer"
+    )
 
 
 def _solve(messages: list[BaseMessage]) -> str:
@@ -120,7 +105,7 @@ def test_every_condition_runs_on_the_same_solver_and_is_paired_with_raw(
 ) -> None:
     env = GSM8KEnvironment(calculator=False)
     out = tmp_path / "symbols"
-    gen, chat = ByTask(), FakeChat(reply=SOLVER)
+    gen, chat = by_task(), FakeChat(reply=SOLVER)
     config = SymbolsConfig(beams=(1, 2), max_steps=1)
     report = run_symbols(
         env, bank_url, config, out=out, chat=chat, generator=gen, limit=3, progress=False
@@ -173,13 +158,13 @@ def test_every_condition_runs_on_the_same_solver_and_is_paired_with_raw(
     assert len(errorbars) == 2  # one line per k, each with its intervals
 
     # a rerun into the same folder solves nothing again
-    calls = gen.calls
+    calls = len(gen.calls)
     again = run_symbols(
         env, bank_url, config, out=out, chat=chat, generator=gen, limit=3, progress=False
     )
     assert len((out / "records.jsonl").read_text().splitlines()) == len(records)
     assert (
-        again.conditions == report.conditions and gen.calls == calls
+        again.conditions == report.conditions and len(gen.calls) == calls
     )  # the SIDs come from addresses.jsonl
 
 
@@ -192,7 +177,7 @@ def test_one_task_cannot_be_shuffled_and_a_crash_scores_zero(tmp_path, bank_url)
     config = SymbolsConfig(beams=(1,), conditions=("full", "shuffled"), max_steps=1)
     env = GSM8KEnvironment(calculator=False)
     report = run_symbols(
-        env, bank_url, config, out=tmp_path, chat=FakeChat(reply=crashing), generator=ByTask(),
+        env, bank_url, config, out=tmp_path, chat=FakeChat(reply=crashing), generator=by_task(),
         limit=1, progress=False,
     )  # fmt: skip
     assert list(report.conditions) == ["raw", "full"]

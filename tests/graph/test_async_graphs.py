@@ -9,7 +9,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langgraph.graph import StateGraph
 from langgraph.store.memory import InMemoryStore
 
@@ -23,9 +22,9 @@ from genmem.memory.langgraph_store import LangGraphBankStore
 from genmem.memory.location import open_bank
 from genmem.memory.sid import DEFAULT_SPEC, SID
 from tests.conftest import TEST_HASH
+from tests.fakes import FakeChat, FixedGenerator
 from tests.graph._banks import A, one_entry_bank, revise_reply
 from tests.graph.test_loop import EXECUTE, FINISH, RETRIEVE, Q
-from tests.graph.test_retriever import FixedGenerator
 from tests.memory.test_bank_async import ServerLikeStore, ticks_during
 
 OLD = "For rate problems, find the amount per unit first, then scale it."
@@ -90,7 +89,7 @@ def test_bank_lookup_graph_answers_a_bad_sid_on_the_async_path() -> None:
 
 def test_retriever_astream_reads_through_the_async_tool() -> None:
     inner, _ = _store_bank()
-    chat = FakeListChatModel(responses=[f"<answer>{OLD}</answer>"])
+    chat = FakeChat(responses=[f"<answer>{OLD}</answer>"])
     graph = build_retriever_graph(chat, sid_generator=FixedGenerator([SID((3, 0, 7, 5))]))
     updates, _ = _on_server_store(graph, inner, lambda app: _updates(app, {"query": QUERY}))
     assert [next(iter(u)) for u in updates] == ["address", "lookup", "rewrite"]
@@ -101,7 +100,7 @@ def test_retriever_astream_reads_through_the_async_tool() -> None:
 
 def _evolve(reply: str) -> tuple[dict[str, Any], Bank]:
     inner, bank = _store_bank()
-    chat = FakeListChatModel(responses=[reply])
+    chat = FakeChat(responses=[reply])
     graph = build_evolver_graph(
         chat, sid_generator=FixedGenerator([A]), config=EvolverConfig(max_retries=0)
     )
@@ -128,7 +127,7 @@ def test_evolver_ainvoke_records_a_gate_refusal_in_the_bank() -> None:
 def test_closed_loop_ainvoke_retrieves_executes_and_evolves(tmp_path) -> None:
     url = one_entry_bank(tmp_path, "Find the price of one item first.")
     revised = "One item's price, times count."
-    chat = FakeListChatModel(responses=[*RETRIEVE, *EXECUTE, *FINISH, revise_reply(revised)])
+    chat = FakeChat(responses=[*RETRIEVE, *EXECUTE, *FINISH, revise_reply(revised)])
     graph = build_genmem_graph(chat, sid_generator=FixedGenerator([A])).compile()
     out = asyncio.run(graph.ainvoke({"query": Q}, context={"bank_url": url}))
     assert out["sid"] == str(A) and out["support"] == "Price of one, times the count."
@@ -146,7 +145,7 @@ def test_add_memory_ainvoke_around_a_create_agent_agent_uses_the_servers_store()
 
     inner, bank = _store_bank(embed.PAYLOAD)
     solver = embed._solver()
-    memory = FakeListChatModel(responses=[embed.RETRIEVE, revise_reply(NEW)])
+    memory = FakeChat(responses=[embed.RETRIEVE, revise_reply(NEW)])
     agent = create_agent(solver, tools=[embed.multiply])
     graph = add_memory(agent, model=memory, sid_generator=FixedGenerator([A]))
     inputs = {"messages": [HumanMessage(embed.Q)]}

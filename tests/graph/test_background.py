@@ -27,12 +27,11 @@ from genmem.graph.embed import add_memory
 from genmem.graph.evolver import build_evolver_graph
 from genmem.graph.loop import build_genmem_graph
 from genmem.memory.location import open_bank
-from tests.fakes import FakeChat
+from tests.fakes import FakeChat, FixedGenerator
 from tests.graph._banks import A, one_entry_bank, revise_reply
 from tests.graph.test_embed import RETRIEVE, multiply
 from tests.graph.test_loop import EXECUTE, FINISH
 from tests.graph.test_loop import RETRIEVE as LOOP_RETRIEVE
-from tests.graph.test_retriever import FixedGenerator
 
 Q = "Pens cost $2 each. How much do 3 pens cost?"
 PAYLOAD = "Find the price of one item first."

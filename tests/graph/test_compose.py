@@ -13,8 +13,7 @@ from genmem.memory.location import open_bank
 from genmem.memory.sid import DEFAULT_SPEC, SID
 from genmem.memory.sqlite_store import SQLiteBankStore
 from tests.conftest import TEST_HASH
-from tests.fakes import FakeChat, by_role
-from tests.graph.test_retriever import FixedGenerator
+from tests.fakes import FakeChat, FixedGenerator, by_role
 
 A, B, C = SID((3, 0, 7, 1)), SID((3, 0, 7, 2)), SID((3, 0, 5, 0))
 FAR = SID((9, 1, 1, 1))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 
 from genmem.graph.decision_schemas import (
@@ -83,7 +82,7 @@ def test_planner_takes_structured_decisions_in_two_stages() -> None:
             {"action": "finish", "answer": "6"},
         ],
     )
-    sub = FakeListChatModel(responses=["2*3 = 6 <answer>6</answer>"])
+    sub = FakeChat(responses=["2*3 = 6 <answer>6</answer>"])
     app = build_stackplanner_graph(lead, subagent_model=sub).compile()
     out = app.invoke({"query": Q})
     assert out["answer"] == "6" and out["status"] == "finished"
@@ -106,7 +105,7 @@ def test_planner_takes_structured_decisions_in_two_stages() -> None:
 def test_one_stage_when_configured() -> None:
     decision = {"thought": "t", "action": {"action": "delegate", "agent": "solver", "task": Q}}
     lead = FakeChat(responses=["unused"], structured=[decision])
-    sub = FakeListChatModel(responses=["<answer>6</answer>"])
+    sub = FakeChat(responses=["<answer>6</answer>"])
     cfg = StackPlannerConfig(two_stage=False, budget=StackBudget(max_steps=1))
     out = (
         build_stackplanner_graph(lead, subagent_model=sub, config=cfg)
@@ -159,7 +158,7 @@ def test_a_cut_off_first_stage_without_an_action_is_an_invalid_decision() -> Non
             {"action": "finish", "answer": "6"},
         ],
     )
-    sub = FakeListChatModel(responses=["<answer>6</answer>"])
+    sub = FakeChat(responses=["<answer>6</answer>"])
     out = build_stackplanner_graph(lead, subagent_model=sub).compile().invoke({"query": Q})
     assert out["answer"] == "6" and out["status"] == "finished"
     assert len(lead.asked) == 5  # the unreadable first stage was asked again, not followed up

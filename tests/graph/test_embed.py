@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.graph import StateGraph
@@ -18,9 +17,8 @@ from genmem.graph.retriever import MemoryContext
 from genmem.memory.location import open_bank
 from genmem.memory.sid import DEFAULT_SPEC, SID
 from tests.conftest import TEST_HASH
-from tests.fakes import FakeChat
+from tests.fakes import FakeChat, FixedGenerator
 from tests.graph._banks import A, one_entry_bank, revise_reply
-from tests.graph.test_retriever import FixedGenerator
 
 FAR = SID((40, 2, 2, 2))
 Q = "Pens cost $2 each. How much do 3 pens cost?"
@@ -160,7 +158,7 @@ def test_query_key_addresses_memory_with_another_input(bank_url) -> None:
     gen = FixedGenerator([A])
     agent = create_agent(_solver(), tools=[multiply])
     app = add_memory(
-        agent, model=FakeListChatModel(responses=[RETRIEVE]), sid_generator=gen, query_key="task"
+        agent, model=FakeChat(responses=[RETRIEVE]), sid_generator=gen, query_key="task"
     ).compile()
     out = app.invoke(
         {"messages": [HumanMessage(Q)], "task": "unit prices", "mode": "read_only"},
@@ -188,7 +186,7 @@ def test_memory_tools_read_the_bank_from_the_context_or_bound(bank_url) -> None:
         assert PAYLOAD in msg.content and msg.artifact[0]["exact"]
     # Wrapped, the run's context reaches the agent's own tools too.
     app = add_memory(
-        agent(), model=FakeListChatModel(responses=[]), sid_generator=FixedGenerator([A])
+        agent(), model=FakeChat(responses=[]), sid_generator=FixedGenerator([A])
     ).compile()
     out = app.invoke({**question, "mode": "no_memory"}, context={"bank_url": bank_url})
     assert PAYLOAD in lookup_result(out).content
@@ -225,7 +223,7 @@ def test_bad_input(bank_url) -> None:
         app.invoke({"messages": [HumanMessage(Q)], "mode": "write"}, context=ctx)
     assert open_bank(bank_url).stats().events == 1  # the fixture's insert only
     agent = create_agent(_solver(), tools=[multiply])
-    memory = FakeListChatModel(responses=[])
+    memory = FakeChat(responses=[])
     with pytest.raises(TypeError, match="compiled agent"):
         add_memory(StateGraph(MemoryContext), model=memory)
     with pytest.raises(ValueError, match="query_key='support'"):

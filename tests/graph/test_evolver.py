@@ -16,9 +16,8 @@ from genmem.memory.gate import check_payload
 from genmem.memory.location import open_bank
 from genmem.memory.sid import SID
 from genmem.policies.backends import load_chat_model
-from tests.fakes import FakeChat
+from tests.fakes import FakeChat, FixedGenerator
 from tests.graph._banks import A, one_entry_bank
-from tests.graph.test_retriever import FixedGenerator
 
 FAR = SID((40, 2, 2, 2))  # empty
 OLD = "For rate problems, find the amount per unit first, then scale it."

@@ -428,9 +428,8 @@ def test_background_updates_start_as_server_runs(
         start_server_update,
     )
     from genmem.graph.embed import add_memory
-    from tests.fakes import FakeChat
+    from tests.fakes import FakeChat, FixedGenerator
     from tests.graph.test_embed import RETRIEVE
-    from tests.graph.test_retriever import FixedGenerator
 
     before = len(_bank_events(bank_url))
     sid = SID((0, 0, 0, 0))  # the first seed's slot

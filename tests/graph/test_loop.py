@@ -10,9 +10,8 @@ import pytest
 
 from genmem.graph.loop import build_genmem_graph
 from genmem.memory.location import open_bank
-from tests.fakes import FakeChat
+from tests.fakes import FakeChat, FixedGenerator
 from tests.graph._banks import A, one_entry_bank, revise_reply
-from tests.graph.test_retriever import FixedGenerator
 
 Q = "Pens cost $2 each. How much do 3 pens cost?"
 

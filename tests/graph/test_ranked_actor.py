@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 pytest.importorskip("textworld")
 
@@ -24,7 +23,7 @@ from genmem.graph.stackplanner import (
 )
 from genmem.graph.subagents import SubAgent, default_subagents
 from genmem.policies.choice_scoring import ChoiceScoringUnavailable
-from tests.fakes import ScoringChat
+from tests.fakes import FakeChat, ScoringChat
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +85,7 @@ def test_a_model_that_cannot_score_and_a_team_without_game_tools_are_refused(
     env: TextWorldEnvironment,
 ) -> None:
     with pytest.raises(ChoiceScoringUnavailable, match="local transformers model"):
-        RankedActor(_agent(env), FakeListChatModel(responses=["x"]))
+        RankedActor(_agent(env), FakeChat(responses=["x"]))
     reset, _ = env.tools().interactor
     bad = SubAgent("interactor", "acts", (reset,), act="rank")
     with pytest.raises(ValueError, match="'\\*_step' tool"):
@@ -101,7 +100,7 @@ def test_a_run_without_an_answer_falls_back_to_the_interactor(env: TextWorldEnvi
     task = env.tasks()[0]
     env.start(task)
     plan = json.dumps({"action": "plan", "steps": ["look around"]})
-    lead = FakeListChatModel(responses=[plan])
+    lead = FakeChat(responses=[plan])
     worker = ScoringChat(responses=["x"], prefer=env.walkthrough(task))
     team = default_subagents(interactor_tools=env.tools().interactor, interactor="rank")
     graph = build_stackplanner_graph(

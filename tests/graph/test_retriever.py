@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, ToolMessage
 
 from genmem.graph.retriever import RetrieverConfig, build_retriever_graph, extract_answer
@@ -14,30 +11,11 @@ from genmem.memory.location import open_bank
 from genmem.memory.sid import DEFAULT_SPEC, SID
 from genmem.memory.sqlite_store import SQLiteBankStore
 from genmem.policies.prompts import NO_MEMORY_ANSWER
-from genmem.policies.types import SIDCandidate
 from tests.conftest import TEST_HASH
+from tests.fakes import FakeChat, FixedGenerator
 from tests.graph._banks import A, one_entry_bank
 
 FAR = SID((40, 2, 2, 2))
-
-
-class FixedGenerator:
-    """Always proposes the same SIDs (control-flow tests only)."""
-
-    def __init__(self, sids: Sequence[SID]) -> None:
-        self.sids = [str(s) for s in sids]
-        self.calls: list[str] = []
-
-    @property
-    def spec(self):
-        return DEFAULT_SPEC
-
-    def generate(self, context: str, k: int = 1) -> list[SIDCandidate]:
-        self.calls.append(context)
-        return [SIDCandidate(sid=s, score=-float(i)) for i, s in enumerate(self.sids[:k])]
-
-    def generate_batch(self, contexts, k=1):
-        return [self.generate(c, k) for c in contexts]
 
 
 @pytest.fixture
@@ -59,9 +37,7 @@ def test_extract_answer() -> None:
 
 def test_one_sid_one_real_tool_call_then_rewrite(bank_url) -> None:
     gen = FixedGenerator([A])
-    chat = FakeListChatModel(
-        responses=["<think>rates</think><answer>Find the unit price.</answer>"]
-    )
+    chat = FakeChat(responses=["<think>rates</think><answer>Find the unit price.</answer>"])
     out = _run(build_retriever_graph(chat, sid_generator=gen), bank_url)
     assert out["sid"] == str(A)
     assert out["support"] == "Find the unit price."
@@ -86,7 +62,7 @@ def test_one_sid_one_real_tool_call_then_rewrite(bank_url) -> None:
     ],
 )
 def test_a_refused_rewrite_gives_the_planner_the_entry(bank_url, reply, reason) -> None:
-    chat = FakeListChatModel(responses=[reply])
+    chat = FakeChat(responses=[reply])
     out = _run(build_retriever_graph(chat, sid_generator=FixedGenerator([A])), bank_url)
     assert out["support"] == out["retrieved"][0]["payload"]
     assert out["support_source"] == "entry" and out["support_refused"] == reason
@@ -98,7 +74,7 @@ def test_nothing_retrieved_gives_the_fixed_answer_without_the_model(tmp_path) ->
         "default", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH
     )
     url = f"sqlite:///{tmp_path}/empty.db"
-    chat = FakeListChatModel(responses=[])  # raises if called
+    chat = FakeChat(responses=[])  # raises if called
     out = _run(build_retriever_graph(chat, sid_generator=FixedGenerator([FAR])), url)
     assert out["sid"] == str(FAR)
     assert out["retrieved"] == [] and out["support"] == NO_MEMORY_ANSWER
@@ -106,7 +82,7 @@ def test_nothing_retrieved_gives_the_fixed_answer_without_the_model(tmp_path) ->
 
 
 def test_rerank_picks_the_candidate_with_a_payload(bank_url) -> None:
-    chat = FakeListChatModel(responses=["<answer>ok</answer>"])
+    chat = FakeChat(responses=["<answer>ok</answer>"])
     gen = FixedGenerator([FAR, A])  # the decoder prefers an empty slot
     graph = build_retriever_graph(
         chat, sid_generator=gen, config=RetrieverConfig(beam=2, rerank=True)
@@ -115,9 +91,7 @@ def test_rerank_picks_the_candidate_with_a_payload(bank_url) -> None:
 
 
 def test_bad_input_and_config(bank_url) -> None:
-    graph = build_retriever_graph(
-        FakeListChatModel(responses=[]), sid_generator=FixedGenerator([A])
-    )
+    graph = build_retriever_graph(FakeChat(responses=[]), sid_generator=FixedGenerator([A]))
     with pytest.raises(ValueError, match="non-empty 'query'"):
         _run(graph, bank_url, query="  ")
     with pytest.raises(ValueError, match="beam"):

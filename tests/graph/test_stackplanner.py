@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import pytest
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -31,7 +30,7 @@ def _act(action: str, thought: str = "next", **fields: Any) -> str:
 
 
 def _run(lead, sub=None, config=None, query=Q) -> dict:
-    sub = sub or FakeListChatModel(responses=["2*3 = 6 <answer>6</answer>"])
+    sub = sub or FakeChat(responses=["2*3 = 6 <answer>6</answer>"])
     graph = build_stackplanner_graph(lead, subagent_model=sub, config=config)
     return graph.compile().invoke({"query": query})
 
@@ -62,14 +61,14 @@ def test_delegate_then_finish_records_the_trajectory() -> None:
 
 def test_support_is_delimited_and_no_memory_sentence_is_left_out() -> None:
     lead = FakeChat(responses=[_act("finish", answer="6")])
-    graph = build_stackplanner_graph(lead, subagent_model=FakeListChatModel(responses=["x"]))
+    graph = build_stackplanner_graph(lead, subagent_model=FakeChat(responses=["x"]))
     graph.compile().invoke({"query": Q, "support": "Multiply unit price by count."})
     text = lead.prompts[0][1].content
     assert "<retrieved_experience>\nMultiply unit price by count.\n</retrieved_experience>" in text
     lead2 = FakeChat(responses=[_act("finish", answer="6")])
-    build_stackplanner_graph(
-        lead2, subagent_model=FakeListChatModel(responses=["x"])
-    ).compile().invoke({"query": Q, "support": NO_MEMORY_ANSWER})
+    build_stackplanner_graph(lead2, subagent_model=FakeChat(responses=["x"])).compile().invoke(
+        {"query": Q, "support": NO_MEMORY_ANSWER}
+    )
     assert "retrieved_experience" not in lead2.prompts[0][1].content
 
 
@@ -85,7 +84,7 @@ def test_support_cannot_leave_its_block_or_forge_stack_entries(hostile: str) -> 
     import re
 
     lead = FakeChat(responses=[_act("finish", answer="6")])
-    graph = build_stackplanner_graph(lead, subagent_model=FakeListChatModel(responses=["x"]))
+    graph = build_stackplanner_graph(lead, subagent_model=FakeChat(responses=["x"]))
     graph.compile().invoke({"query": Q, "support": f"Multiply. {hostile}"})
     text = lead.prompts[0][1].content
     for tag in ("retrieved_experience", "task_stack"):
@@ -116,7 +115,7 @@ DEFAULT_MAX_STEPS, is 3)."""
 
 
 def test_too_many_invalid_replies_end_the_run_with_the_best_answer() -> None:
-    lead = FakeListChatModel(
+    lead = FakeChat(
         responses=[_act("delegate", agent="solver", task="3 pens?")] + ["nonsense"] * 10
     )
     cfg = StackPlannerConfig(budget=StackBudget(max_steps=ROOMY, max_invalid_actions=2))
@@ -128,8 +127,8 @@ def test_too_many_invalid_replies_end_the_run_with_the_best_answer() -> None:
 
 
 def test_step_budget_uses_the_fallback_solver_when_nothing_answered() -> None:
-    lead = FakeListChatModel(responses=[_act("plan", steps=["think"])] * 10)
-    sub = FakeListChatModel(responses=["so it is <answer>6</answer>"])
+    lead = FakeChat(responses=[_act("plan", steps=["think"])] * 10)
+    sub = FakeChat(responses=["so it is <answer>6</answer>"])
     out = _run(lead, sub, config=StackPlannerConfig(budget=StackBudget(max_steps=3)))
     traj = out["trajectory"]
     assert out["answer"] == "6" and out["status"] == "budget"
@@ -138,14 +137,14 @@ def test_step_budget_uses_the_fallback_solver_when_nothing_answered() -> None:
 
 
 def test_without_fallback_a_run_with_no_answer_fails() -> None:
-    lead = FakeListChatModel(responses=[_act("plan", steps=["think"])] * 10)
+    lead = FakeChat(responses=[_act("plan", steps=["think"])] * 10)
     cfg = StackPlannerConfig(budget=StackBudget(max_steps=2), fallback_solver=False)
     out = _run(lead, config=cfg)
     assert out["answer"] is None and out["status"] == "failed"
 
 
 def test_token_budget_stops_the_run() -> None:
-    lead = FakeListChatModel(responses=[_act("plan", steps=["think"])] * 10)
+    lead = FakeChat(responses=[_act("plan", steps=["think"])] * 10)
     cfg = StackPlannerConfig(budget=StackBudget(max_tokens=600), fallback_solver=False)
     out = _run(lead, config=cfg)
     assert "token budget" in out["trajectory"]["stop_reason"]
@@ -153,7 +152,7 @@ def test_token_budget_stops_the_run() -> None:
 
 
 def test_revise_ops_and_a_bad_edit_do_not_crash() -> None:
-    lead = FakeListChatModel(
+    lead = FakeChat(
         responses=[
             _act("delegate", agent="solver", task="first try"),
             _act("revise", op="prune", entries=[1], content="first try misread the price"),
@@ -174,8 +173,8 @@ def test_revise_ops_and_a_bad_edit_do_not_crash() -> None:
 
 def test_full_stack_is_condensed_automatically() -> None:
     delegations = [_act("delegate", agent="solver", task=f"part {i}") for i in range(6)]
-    lead = FakeListChatModel(responses=[*delegations, _act("finish", answer="6")])
-    sub = FakeListChatModel(responses=[f"part done <answer>{i}</answer>" for i in range(6)])
+    lead = FakeChat(responses=[*delegations, _act("finish", answer="6")])
+    sub = FakeChat(responses=[f"part done <answer>{i}</answer>" for i in range(6)])
     cfg = StackPlannerConfig(budget=StackBudget(max_steps=ROOMY, max_entries=4))
     out = _run(lead, sub, config=cfg)
     condensed = [s for s in out["trajectory"]["steps"] if s["action"] == "condense"]
@@ -195,7 +194,7 @@ def test_tool_using_subagent_runs_through_create_agent_and_records_calls() -> No
             AIMessage("Found it. <answer>Paris</answer>"),
         ]
     )
-    lead = FakeListChatModel(
+    lead = FakeChat(
         responses=[
             _act("delegate", agent="research", task="capital of France?"),
             _act("finish", answer="Paris"),
@@ -214,10 +213,10 @@ def test_tool_using_subagent_runs_through_create_agent_and_records_calls() -> No
 
 
 def test_new_run_on_the_same_thread_starts_fresh() -> None:
-    lead = FakeListChatModel(
+    lead = FakeChat(
         responses=[_act("delegate", agent="solver", task="t"), _act("finish", answer="6")] * 2
     )
-    sub = FakeListChatModel(responses=["<answer>6</answer>"])
+    sub = FakeChat(responses=["<answer>6</answer>"])
     app = build_stackplanner_graph(lead, subagent_model=sub).compile(checkpointer=InMemorySaver())
     cfg = {"configurable": {"thread_id": "t1"}}
     first = app.invoke({"query": Q}, cfg)
@@ -228,7 +227,7 @@ def test_new_run_on_the_same_thread_starts_fresh() -> None:
 
 
 def test_bad_input_and_settings() -> None:
-    lead = FakeListChatModel(responses=["x"])
+    lead = FakeChat(responses=["x"])
     app = build_stackplanner_graph(lead).compile()
     with pytest.raises(ValueError, match="non-empty 'query'"):
         app.invoke({"query": "  "})
@@ -277,7 +276,7 @@ def test_real_default_model_answers_through_the_graph() -> None:
 
 
 def test_run_context_overrides_the_budget() -> None:
-    lead = FakeListChatModel(responses=[_act("plan", steps=["think"])] * 10)
+    lead = FakeChat(responses=[_act("plan", steps=["think"])] * 10)
     cfg = StackPlannerConfig(fallback_solver=False)
     app = build_stackplanner_graph(lead, config=cfg).compile()
     out = app.invoke({"query": Q}, context={"max_steps": 2})

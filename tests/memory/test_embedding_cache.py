@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -10,21 +9,7 @@ import pytest
 
 from genmem.memory.embedding_cache import CachedEncoder
 from genmem.memory.encoders import Encoder
-from tests.fakes import HashEncoder
-
-
-class CountingEncoder(HashEncoder):
-    """HashEncoder that records every text it is asked to embed."""
-
-    def __init__(self, dim: int = 16, *, prefix: str | None = None) -> None:
-        super().__init__(dim, prefix=prefix)
-        self.seen: list[str] = []
-
-    def encode(
-        self, texts: Sequence[str], *, batch_size: int = 32, progress: bool = False
-    ) -> np.ndarray:
-        self.seen.extend(texts)
-        return super().encode(texts, batch_size=batch_size, progress=progress)
+from tests.fakes import CountingEncoder, HashEncoder
 
 
 def test_vectors_equal_the_wrapped_encoder_and_repeats_are_free() -> None:

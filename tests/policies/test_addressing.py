@@ -6,7 +6,6 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 from genmem.errors import CodebookError
 from genmem.graph.retriever import RetrieverConfig, build_retriever_graph
@@ -23,6 +22,7 @@ from genmem.policies.addressing import (
 )
 from genmem.policies.local import Alignment, PolicyInfo
 from tests.conftest import TEST_HASH
+from tests.fakes import FakeChat
 
 TEXTS = [
     "Multiply the unit price by the number of items bought.",
@@ -107,7 +107,7 @@ def test_auto_generates_only_with_a_policy_aligned_to_these_codebooks(tmp_path, 
 def test_the_retriever_quantises_by_default_and_says_so(cache, tmp_path, codebooks) -> None:
     codebooks.save(tmp_path / "cb")  # as a build leaves them: remembered by hash
     url = _bank(tmp_path, codebooks)
-    chat = FakeListChatModel(responses=["<answer>use the unit price</answer>"] * 3)
+    chat = FakeChat(responses=["<answer>use the unit price</answer>"] * 3)
     graph = build_retriever_graph(chat).compile()  # a chat model with no local weights
     query = "Pens cost $2 each. How much do 6 pens cost?"
     out = graph.invoke({"query": query}, context={"bank_url": url})
@@ -121,6 +121,6 @@ def test_the_retriever_quantises_by_default_and_says_so(cache, tmp_path, codeboo
 
 def test_unknown_codebooks_are_a_clear_error(cache, tmp_path, codebooks) -> None:
     url = _bank(tmp_path, codebooks, codebook_hash=TEST_HASH)
-    graph = build_retriever_graph(FakeListChatModel(responses=["x"])).compile()
+    graph = build_retriever_graph(FakeChat(responses=["x"])).compile()
     with pytest.raises(CodebookError, match="has not seen"):
         graph.invoke({"query": "How many pens?"}, context={"bank_url": url})

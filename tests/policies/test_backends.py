@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 from genmem.errors import InvalidModelSpec, ModelUnavailable
 from genmem.policies.backends import ROLES, RoleModels, load_chat_model
 from genmem.policies.chat_local import ChatLocal
+from tests.fakes import FakeChat
 
 
 def test_local_specs_are_lazy_chat_local() -> None:
@@ -19,7 +19,7 @@ def test_local_specs_are_lazy_chat_local() -> None:
 
 
 def test_model_objects_pass_through() -> None:
-    fake = FakeListChatModel(responses=["x"])
+    fake = FakeChat(responses=["x"])
     assert load_chat_model(fake) is fake
 
 

@@ -3,8 +3,6 @@ cross-encoder scoring; hit reports and rates; one end-to-end run on the real Min
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import pytest
 
@@ -22,21 +20,9 @@ from genmem.policies.rerank import (
 )
 from genmem.policies.types import SIDCandidate
 from tests.conftest import TEST_HASH
-from tests.fakes import HashEncoder, gsm8k_texts
+from tests.fakes import CountingEncoder, HashEncoder, gsm8k_texts
 
 SPEC = SIDSpec((4, 4, 4))
-
-
-class CountingEncoder(HashEncoder):
-    """HashEncoder that records every text it was asked to encode."""
-
-    def __init__(self) -> None:
-        super().__init__(16)
-        self.seen: list[str] = []
-
-    def encode(self, texts: Sequence[str], *, batch_size: int = 32, progress: bool = False):
-        self.seen += list(texts)
-        return super().encode(texts, batch_size=batch_size, progress=progress)
 
 
 class NoEncoder(HashEncoder):

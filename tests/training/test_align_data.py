@@ -71,9 +71,8 @@ def test_describe_payload() -> None:
 
 
 def test_model_describer_keeps_one_clipped_line_and_falls_back() -> None:
-    from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-    chat = FakeListChatModel(responses=["\n  Unit rates and totals \nsecond line", "   "])
+    chat = FakeChat(responses=["\n  Unit rates and totals \nsecond line", "   "])
     describe = model_describer(chat, max_words=3)
     assert describe("Problem type: rates\nsteps") == "Unit rates and..."
     assert describe("Problem type: rates\nsteps") == "rates"  # empty reply: the record's type
