@@ -171,8 +171,14 @@ def embedded_directory(model: EmbeddedModel = DEFAULT_MODEL) -> Path:
     else:
         target = _models_root() / f"{model.name}-{version}"
     if not (target / "config.json").is_file():
-        with model.gguf() as gguf:
-            _convert(model, gguf, target)
+        from filelock import FileLock
+
+        # One converter per model: another process (a parallel test worker, a second command)
+        # waits for its copy instead of dequantising the same GGUF at the same time.
+        with FileLock(str(target) + ".lock"):
+            if not (target / "config.json").is_file():
+                with model.gguf() as gguf:
+                    _convert(model, gguf, target)
     return target
 
 

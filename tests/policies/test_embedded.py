@@ -47,6 +47,35 @@ def test_training_starts_from_an_embedded_name() -> None:
         model_path("local:no-such-model")
 
 
+def test_processes_at_once_convert_the_default_model_once(monkeypatch, tmp_path) -> None:
+    """Parallel test workers (or two commands) on a fresh cache: one converts, the other waits
+    for its copy instead of dequantising the same GGUF beside it."""
+    import threading
+    import time
+
+    monkeypatch.setenv("GENMEM_CACHE", str(tmp_path))
+    converted: list[str] = []
+
+    def convert(model, gguf, target) -> None:
+        converted.append(model.name)
+        time.sleep(0.3)  # long enough for the other caller to arrive meanwhile
+        target.mkdir()
+        (target / "config.json").write_text("{}")
+
+    monkeypatch.setattr(embedded, "_convert", convert)
+    found: list[object] = []
+    callers = [
+        threading.Thread(target=lambda: found.append(embedded.embedded_directory()))
+        for _ in range(2)
+    ]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert converted == [DEFAULT_MODEL.name]
+    assert len(found) == 2 and found[0] == found[1]
+
+
 def test_missing_gemma_packages_say_what_to_install(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("GENMEM_CACHE", str(tmp_path))
 
