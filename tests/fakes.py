@@ -14,6 +14,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
@@ -21,6 +22,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from genmem.memory.encoders import format_for_encoding
 from genmem.memory.sid import DEFAULT_SPEC, SID, SIDSpec
+from genmem.policies.chat_local import HermesToolsMixin
 from genmem.policies.types import SIDCandidate
 from genmem.training.rewards import JudgeVerdict
 
@@ -341,6 +343,11 @@ class FakeChat(BaseChatModel):
             reply = self.structured[self._taken]  # IndexError once the script is used up
             self._taken += 1
         return reply
+
+
+class TextJsonChat(HermesToolsMixin, FakeListChatModel):
+    """Scripted text replies, parsed by the JSON-schema binding ``ChatLocal`` uses (a model
+    that writes its JSON as text instead of taking the schema natively)."""
 
 
 class ScoringChat(FakeChat):

@@ -14,9 +14,8 @@ from langgraph.runtime import Runtime
 from genmem.graph.evolver import EvolverConfig, EvolverNodes
 from genmem.memory.location import open_bank
 from genmem.memory.sid import DEFAULT_SPEC, SID
-from tests.fakes import FakeChat
+from tests.fakes import FakeChat, FixedGenerator
 from tests.graph._banks import A, one_entry_bank, revise_reply
-from tests.graph.test_retriever import FixedGenerator
 
 Q = "Pens cost $3 for 2. How much do 10 cost?"
 OLD = "For rate problems, find the amount per unit first, then scale it."

@@ -13,9 +13,8 @@ from genmem.memory.bank import Bank
 from genmem.memory.location import open_bank
 from genmem.memory.sid import SID
 from genmem.policies.prompts import NO_MEMORY_ANSWER
-from tests.fakes import FakeChat
+from tests.fakes import FakeChat, FixedGenerator
 from tests.graph._banks import A, one_entry_bank
-from tests.graph.test_retriever import FixedGenerator
 
 Q = "Pens cost $3 for 2. How much do 10 cost?"
 ENTRY = "For rate problems, find the amount per unit first, then scale it."

@@ -6,18 +6,12 @@ import asyncio
 
 import pytest
 from langchain_core.exceptions import OutputParserException
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 
-from genmem.policies.chat_local import HermesToolsMixin
 from genmem.policies.json_reply import JsonReply, aask_json, accepts_json_schema, ask_json
-from tests.fakes import FakeChat
+from tests.fakes import FakeChat, TextJsonChat
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
-
-
-class _TextChat(HermesToolsMixin, FakeListChatModel):
-    """Answers in text, parsed by the same JSON-schema binding ChatLocal uses."""
 
 
 def test_a_reply_that_parses_keeps_its_raw_message() -> None:
@@ -30,7 +24,7 @@ def test_a_reply_that_parses_keeps_its_raw_message() -> None:
 
 
 def test_a_reply_that_does_not_parse_comes_back_with_the_error() -> None:
-    reply = ask_json(_TextChat(responses=["no JSON here"]), SCHEMA, "hi")
+    reply = ask_json(TextJsonChat(responses=["no JSON here"]), SCHEMA, "hi")
     assert reply.parsed is None and reply.text == "no JSON here"
     assert isinstance(reply.error, OutputParserException)
 
@@ -49,7 +43,7 @@ def test_a_model_without_schemas_is_told_apart() -> None:
 
 
 def test_the_async_request_gives_the_same_reply() -> None:
-    reply = asyncio.run(aask_json(_TextChat(responses=['{"a": "y"}']), SCHEMA, "hi"))
+    reply = asyncio.run(aask_json(TextJsonChat(responses=['{"a": "y"}']), SCHEMA, "hi"))
     assert reply == JsonReply(raw=reply.raw, text='{"a": "y"}', parsed={"a": "y"})
 
 
