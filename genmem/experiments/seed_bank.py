@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from genmem.envs.bundled import append_jsonl, jsonl_rows
 from genmem.memory.build import source_query
+from genmem.policies.prompts import SEED_LESSON_PROMPT
 
 __all__ = [
     "DistillMode",
@@ -206,10 +207,6 @@ def model_experience(chat: Any, question: str, answer: str) -> str:
     """An experience the chat model distils from a problem and its reference solution."""
     from langchain_core.messages import HumanMessage, SystemMessage
 
-    system = (
-        "You turn a solved math word problem into a reusable lesson for similar problems. "
-        "Name the kind of problem, the steps that solve it, and a check to run before answering."
-    )
     user = f"Problem:\n{question.strip()}\n\nWorked solution:\n{_CALC.sub('', answer).strip()}"
     schema = SeedLesson.model_json_schema()
     schema["properties"]["problem_type"]["maxLength"] = 80
@@ -217,7 +214,7 @@ def model_experience(chat: Any, question: str, answer: str) -> str:
     schema["properties"]["check"]["maxLength"] = 140
     schema["required"] = ["problem_type", "procedure", "check"]
     out = chat.with_structured_output(schema, method="json_schema").invoke(
-        [SystemMessage(system), HumanMessage(user)]
+        [SystemMessage(SEED_LESSON_PROMPT), HumanMessage(user)]
     )
     lesson = SeedLesson.model_validate(out)
     return (
