@@ -60,6 +60,7 @@ from genmem.policies.prompts.memory_agents import (
     evolver_user_message,
     retriever_prompt,
     retriever_user_message,
+    support_user_message,
 )
 from genmem.policies.prompts.subagents import (
     GENERIC_SUBAGENT_PROMPT,
@@ -105,4 +106,5 @@ __all__ = [
     "retriever_prompt",
     "retriever_user_message",
     "subagent_role_prompt",
+    "support_user_message",
 ]
