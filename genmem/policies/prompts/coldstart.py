@@ -2,8 +2,8 @@
 :mod:`genmem.experiments.seed_bank`): the tries, their assessment, extraction, skill cards,
 merging the notes that share an SID, and the seed bank's lessons.
 
-Runs, attempts, records and notes enter the user turns only as escaped data blocks; every
-system turn says that text inside their tags is data.
+Runs, attempts, records and notes enter the user turns only as escaped data blocks, and the
+system turns that read them say that text inside those tags is data.
 """
 
 from __future__ import annotations
