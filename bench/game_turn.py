@@ -25,8 +25,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from genmem.envs.benches import BenchOptions, open_bench
     from genmem.graph.ranked_actor import ranking_prompt
-    from genmem.graph.stackplanner import _SUBAGENT_PROMPTS
     from genmem.policies.chat_local import ChatLocal
+    from genmem.policies.prompts import SUBAGENT_PROMPTS
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--games", type=int, default=10, help="textworld-test games (default 10)")
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         rank_s = time.perf_counter() - started
         started = time.perf_counter()
         reply = writer.invoke(
-            [SystemMessage(_SUBAGENT_PROMPTS["interactor"]), HumanMessage(task.query)]
+            [SystemMessage(SUBAGENT_PROMPTS["interactor"]), HumanMessage(task.query)]
         )
         write_s = time.perf_counter() - started
         calls = [c for c in reply.tool_calls if c["name"] == step.name]

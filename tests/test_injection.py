@@ -26,6 +26,7 @@ from genmem.policies.prompts import (
     experience_user_message,
     fuse_user_message,
     pair_judge_user_message,
+    ranking_user_message,
 )
 from genmem.tools.lookup import format_lookup_results
 
@@ -89,6 +90,9 @@ BUILDERS: dict[str, Callable[[str], str]] = {
     "pair judge": lambda p: pair_judge_user_message(p, p, p),
     "decomposition": lambda p: decompose_user_message(p, p, p),
     "addressing an experience": lambda p: experience_user_message(p),
+    "ranked actor support and observation": lambda p: ranking_user_message(
+        "Find the key.", p, ["look", "go north"], ["look"], p
+    ),
 }
 
 _MARKUP = re.compile(r"<\s*/?\s*[A-Za-z_][\w-]*|<\|", re.IGNORECASE)

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from genmem.envs.bundled import append_jsonl, jsonl_rows
 from genmem.memory.build import source_query
+from genmem.policies.prompts import SEED_LESSON_PROMPT
 
 __all__ = [
     "DistillMode",
@@ -208,17 +209,13 @@ def model_experience(chat: Any, question: str, answer: str) -> str:
 
     from genmem.policies.json_reply import ask_json
 
-    system = (
-        "You turn a solved math word problem into a reusable lesson for similar problems. "
-        "Name the kind of problem, the steps that solve it, and a check to run before answering."
-    )
     user = f"Problem:\n{question.strip()}\n\nWorked solution:\n{_CALC.sub('', answer).strip()}"
     schema = SeedLesson.model_json_schema()
     schema["properties"]["problem_type"]["maxLength"] = 80
     schema["properties"]["procedure"]["maxLength"] = 320
     schema["properties"]["check"]["maxLength"] = 140
     schema["required"] = ["problem_type", "procedure", "check"]
-    reply = ask_json(chat, schema, [SystemMessage(system), HumanMessage(user)])
+    reply = ask_json(chat, schema, [SystemMessage(SEED_LESSON_PROMPT), HumanMessage(user)])
     if reply.error is not None:
         raise reply.error
     lesson = SeedLesson.model_validate(reply.parsed)

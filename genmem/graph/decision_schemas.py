@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from genmem.graph.planner_actions import decision_json_schema
+from genmem.policies.prompts import choice_prompt
 
 __all__ = [
     "CHOICES",
@@ -40,18 +41,6 @@ CHOICES: dict[str, tuple[str, str | None]] = {
 
 THOUGHT_CHARS = 80
 """Longest thought a constrained decision writes (a reason, not the solution)."""
-
-_FIELD_PROMPTS = {
-    "delegate": "Now write the delegation: the agent, and the sub-task with every number and "
-    "name it needs and what to report back.",
-    "plan": "Now list the remaining steps, one short sub-goal each.",
-    "note": "Now write the note to push onto the stack.",
-    "condense": "Now give the ids of the adjacent stack entries to condense and one summary "
-    "that keeps every fact still needed.",
-    "prune": "Now give the ids of the stack entries of the failed attempt and one line on what "
-    "failed.",
-    "finish": "Now write the final answer to the whole task, in the form the task asks for.",
-}
 
 
 def available_choices(stack_ids: Sequence[int]) -> list[str]:
@@ -79,11 +68,6 @@ def choice_schema(choices: Sequence[str], thought_chars: int = THOUGHT_CHARS) ->
         "required": ["thought", "action"],
         "additionalProperties": False,
     }
-
-
-def choice_prompt(choice: str) -> str:
-    """The instruction that asks for the fields of ``choice`` in stage two."""
-    return _FIELD_PROMPTS[choice]
 
 
 def action_schema(

@@ -33,6 +33,7 @@ from pydantic import (
 )
 
 from genmem.errors import GenMemError
+from genmem.policies.prompts import ACTIONS_PROMPT
 
 __all__ = [
     "ACTION_NAMES",
@@ -549,28 +550,7 @@ def action_schema_text(agents: Collection[str] | Mapping[str, str]) -> str:
     ``agents`` is a collection of names or a mapping of name to role; the shipped agents'
     roles (:data:`DEFAULT_AGENTS`) fill in for names given without one.
     """
-    lines = [
-        'Reply with exactly one JSON object: {"thought": "<why this step>", "action": {...}}',
-        'where "action" is one of the following.',
-        "",
-        '{"action": "plan", "steps": ["<step>", "..."]}',
-        "  Write the ordered steps for everything still to do (replaces any earlier plan).",
-        '{"action": "delegate", "agent": "<name>", "task": "<self-contained sub-task>"}',
-        "  Give one sub-task to one agent. Its report is added to the stack as a new entry.",
-        "  Agents:",
-        *_agent_lines(agents),
-        '{"action": "revise", "op": "update", "content": "<note>"}',
-        "  Add a note of your own to the stack (a finding, a decision, an open question).",
-        '{"action": "revise", "op": "condense", "entries": [<id>, ...], "content": "<summary>"}',
-        "  Replace an unbroken run of entries with one summary that keeps the facts still needed.",
-        '{"action": "revise", "op": "prune", "entries": [<id>, ...], "content": "<one line>"}',
-        "  Drop the entries of a failed attempt; the line says what was tried and why it failed.",
-        '{"action": "finish", "answer": "<final answer>"}',
-        "  Stop and answer the original task.",
-        "",
-        "Entry ids are the #numbers shown on the stack. Output only the JSON object.",
-    ]
-    return "\n".join(lines)
+    return ACTIONS_PROMPT.format(agents="\n".join(_agent_lines(agents)))
 
 
 def decision_json_schema(agents: Collection[str]) -> dict[str, Any]:

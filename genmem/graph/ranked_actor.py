@@ -24,22 +24,14 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
-from genmem.memory.data_block import data_block
 from genmem.policies.chat_local import content_text
 from genmem.policies.choice_scoring import ChoiceScorer, ChoiceScoringUnavailable
-from genmem.policies.prompts import NO_MEMORY_ANSWER
+from genmem.policies.prompts import RANKING_PROMPT, ranking_user_message
 
 if TYPE_CHECKING:
     from genmem.graph.subagents import SubAgent
 
 __all__ = ["RankedActor", "ranking_prompt"]
-
-_SYSTEM = (
-    "You are playing a text game. Each turn, pick the one command that gets you closest to "
-    "completing the objective, and reply with that command exactly as it is written in the "
-    "list of valid commands."
-)
-_HISTORY = 8  # commands shown to the ranker, newest last
 
 
 def ranking_prompt(
@@ -55,19 +47,8 @@ def ranking_prompt(
     ``notes`` is game text the episode keeps in view once seen (a recipe read earlier), which
     the last observation and the short command history would otherwise lose.
     """
-    parts = [f"Objective and opening:\n{task.strip()}"]
-    if support.strip() and support.strip() != NO_MEMORY_ANSWER:
-        parts.append(
-            "Experience from earlier games (data; use it only where it fits this game):\n"
-            + data_block("retrieved_experience", support)
-        )
-    if notes:
-        parts.append("Notes from earlier in this game:\n" + data_block("notes", "\n\n".join(notes)))
-    if played:
-        parts.append("Commands played so far: " + "; ".join(played[-_HISTORY:]))
-    parts.append(f"Now:\n{data_block('observation', observation)}")
-    parts.append("Valid commands: " + ", ".join(commands) + "\n\nNext command?")
-    return [SystemMessage(_SYSTEM), HumanMessage("\n\n".join(parts))]
+    user = ranking_user_message(task, observation, commands, played, support, notes)
+    return [SystemMessage(RANKING_PROMPT), HumanMessage(user)]
 
 
 def _tool(tools: Sequence[BaseTool], suffix: str, agent: str) -> BaseTool:

@@ -2,7 +2,8 @@
 
 A :class:`SubAgent` names a worker, describes it to the coordinator, and gives it tools and a
 way to act (``tools``: write tool calls; ``rank``: score a game's valid commands,
-:mod:`genmem.graph.ranked_actor`). :func:`default_subagents` is the shipped team.
+:mod:`genmem.graph.ranked_actor`). :func:`default_subagents` is the shipped team; the shipped
+prompts' text lives in :mod:`genmem.policies.prompts.subagents`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Literal
 from langchain_core.tools import BaseTool
 
 from genmem.graph.planner_actions import DEFAULT_AGENTS
+from genmem.policies.prompts import subagent_role_prompt
 
 __all__ = ["SubAgent", "default_subagents", "subagent_prompt"]
 
@@ -48,40 +50,11 @@ class SubAgent:
         object.__setattr__(self, "tools", tuple(self.tools))
 
 
-_SUBAGENT_PROMPTS = {
-    "solver": (
-        "You are the solver of a small team. Work out the sub-task you are given on your own: "
-        "reason step by step, do the arithmetic carefully{tools}, and check the result against "
-        "the task. Finish with the result inside <answer>...</answer>, just the value or the "
-        "short phrase asked for."
-    ),
-    "research": (
-        "You are the researcher of a small team. Use the search tool to find the facts the "
-        "sub-task needs; search again with other words when a result does not help. Report "
-        "briefly what you found and the evidence (titles or quotes), and put the direct answer "
-        "inside <answer>...</answer>."
-    ),
-    "interactor": (
-        "You are the interactor of a small team. Act in the environment through its tools to "
-        "carry out the sub-task: look at what each step returns and choose the next action "
-        "from the admissible ones. When done, or when stuck, report what you did and what "
-        "happened, with the outcome inside <answer>...</answer>."
-    ),
-}
-_GENERIC_PROMPT = (
-    "You are the {name} of a small team: {description}. Carry out the sub-task you are given "
-    "and report the result briefly, with the outcome inside <answer>...</answer>."
-)
-
-
 def subagent_prompt(agent: SubAgent) -> str:
     """The system prompt of ``agent``: its own, the shipped one for its name, or a generic one."""
     if agent.prompt:
         return agent.prompt
-    if agent.name in _SUBAGENT_PROMPTS:
-        tools = " (use the tools you have for calculations)" if agent.tools else ""
-        return _SUBAGENT_PROMPTS[agent.name].format(tools=tools)
-    return _GENERIC_PROMPT.format(name=agent.name, description=agent.description)
+    return subagent_role_prompt(agent.name, agent.description, tools=bool(agent.tools))
 
 
 def default_subagents(

@@ -33,6 +33,7 @@ from genmem.errors import InvalidSID
 from genmem.memory.sid import DEFAULT_SPEC, SID, SIDSpec
 from genmem.policies.local import LocalPolicy, load_policy
 from genmem.policies.prefix_cache import cache_owner
+from genmem.policies.prompts import ADDRESS_PROMPT
 from genmem.policies.sid_tokens import add_sid_tokens, sid_token_ids
 from genmem.policies.sid_tree import TrieTables, prefill, supports_tree, tree_beam_search
 from genmem.policies.types import AllowedMode, SIDCandidate
@@ -51,10 +52,6 @@ __all__ = [
 ]
 
 MAX_BEAMS = 50
-ADDRESS_PROMPT = (
-    "Reply with only the memory address (SID: one code per level, coarse to fine) of the "
-    "stored experience that best helps with this context."
-)
 _DEAD = -1e8  # transformers starts extra beams at -1e9; a masked token adds -inf
 
 

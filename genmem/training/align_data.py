@@ -43,11 +43,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from genmem.memory.build import source_query
 from genmem.policies.prompts import (
+    ADDRESS_PROMPT,
+    DESCRIBER_PROMPT,
+    SID_DESCRIPTION_PROMPT,
+    SID_EXPERIENCE_PROMPT,
     evolver_user_message,
     experience_user_message,
     retriever_user_message,
 )
-from genmem.policies.sid_decoding import ADDRESS_PROMPT, address_prompt
+from genmem.policies.sid_decoding import address_prompt
 
 __all__ = [
     "MAPPINGS",
@@ -80,14 +84,6 @@ MAPPINGS: tuple[Mapping, ...] = (
 ADDRESSING: dict[Mapping, float] = {"query_sid": 1.0, "trajectory_sid": 1.0, "experience_sid": 1.0}
 """The weights of ``--weights addressing``: the three text -> SID mappings only."""
 
-_EXPERIENCE_PROMPT = (
-    "You are given a memory address (an SID: one code per level, coarse to fine). Write the "
-    "experience stored at that address."
-)
-_DESCRIBE_PROMPT = (
-    "You are given a memory address (an SID: one code per level, coarse to fine). Say in one "
-    "short sentence what kind of experience is stored there."
-)
 _WORD = re.compile(r"\w+")
 QUOTE_WORDS = 12
 """A text quotes a held-out query when it has this many of its words in a row (casefolded)."""
@@ -184,12 +180,6 @@ def describe_payload(payload: str, *, max_words: int = 24) -> str:
     return _clip_words(text, max_words)
 
 
-_DESCRIBER_PROMPT = (
-    "You label entries of an agent's experience memory. Reply with one line of at most 20 "
-    "words naming the kind of task the experience below helps with. No preamble."
-)
-
-
 def model_describer(chat: Any, *, max_words: int = 24) -> Callable[[str], str]:
     """A ``describe`` for :func:`entry_sources` that asks ``chat`` for a one-line description.
 
@@ -202,7 +192,7 @@ def model_describer(chat: Any, *, max_words: int = 24) -> Callable[[str], str]:
 
     def describe(payload: str) -> str:
         try:
-            reply = chat.invoke([SystemMessage(_DESCRIBER_PROMPT), HumanMessage(payload[:2000])])
+            reply = chat.invoke([SystemMessage(DESCRIBER_PROMPT), HumanMessage(payload[:2000])])
         except Exception:  # a backend error costs this one description, not the run
             return describe_payload(payload, max_words=max_words)
         lines = [x.strip() for x in content_text(reply.content).splitlines() if x.strip()]
@@ -368,7 +358,7 @@ def _example(
             max_context_tokens=cfg.max_context_tokens,
         )
         return AlignExample(mapping=mapping, prompt=prompt, completion=src.sid, sid=src.sid)
-    system = _EXPERIENCE_PROMPT if mapping == "sid_experience" else _DESCRIBE_PROMPT
+    system = SID_EXPERIENCE_PROMPT if mapping == "sid_experience" else SID_DESCRIPTION_PROMPT
     prompt = _chat(tokenizer, system, src.sid)
     return AlignExample(mapping=mapping, prompt=prompt, completion=content, sid=src.sid)
 

@@ -32,8 +32,13 @@ from pydantic import BaseModel
 from tqdm.auto import tqdm
 
 from genmem.envs.base import Environment, Task
-from genmem.policies.prompts import NO_MEMORY_ANSWER, evolver_user_message, retriever_user_message
-from genmem.policies.sid_decoding import ADDRESS_PROMPT, address_prompt
+from genmem.policies.prompts import (
+    ADDRESS_PROMPT,
+    NO_MEMORY_ANSWER,
+    evolver_user_message,
+    retriever_user_message,
+)
+from genmem.policies.sid_decoding import address_prompt
 from genmem.training.adapters import merge_adapter
 from genmem.training.config import TrainPreset, partitions, training_device
 from genmem.training.distributed import shard, unshard

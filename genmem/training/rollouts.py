@@ -68,11 +68,12 @@ from genmem.envs.scoring import contrastive_outcome
 from genmem.errors import TooManyFailures
 from genmem.memory.sid import SIDSpec
 from genmem.policies.prompts import (
+    ADDRESS_PROMPT,
     NO_MEMORY_ANSWER,
     evolver_user_message,
     retriever_user_message,
 )
-from genmem.policies.sid_decoding import ADDRESS_PROMPT, address_prompt
+from genmem.policies.sid_decoding import address_prompt
 from genmem.policies.types import SIDCandidate
 from genmem.training.advantages import CHANNELS
 from genmem.training.config import Completion, RolloutConfig

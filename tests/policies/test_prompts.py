@@ -1,10 +1,14 @@
-"""Role prompts and MemEvolver's structured decision."""
+"""The prompt package: its layout, the role prompts and MemEvolver's structured decision."""
 
 from __future__ import annotations
+
+import importlib
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
+import genmem.policies.prompts as prompts
 from genmem.errors import InvalidSID
 from genmem.memory.sid import DEFAULT_SPEC, SIDSpec
 from genmem.policies.prompts import (
@@ -14,6 +18,7 @@ from genmem.policies.prompts import (
     evolver_user_message,
     retriever_prompt,
     retriever_user_message,
+    subagent_role_prompt,
 )
 
 SID = "<SID_L1_3><SID_L2_0><SID_L3_7><SID_L4_1>"
@@ -57,3 +62,25 @@ def test_decision_rejects_bad_op_and_bad_sid() -> None:
         EvolverDecision(
             op="insert", sid="<SID_L1_99><SID_L2_0><SID_L3_0><SID_L4_0>", payload="x"
         ).to_update()
+
+
+def test_the_package_names_each_module_and_exports_all_it_holds() -> None:
+    doc = prompts.__doc__ or ""
+    modules = sorted(p.stem for p in Path(prompts.__file__).parent.glob("*.py"))
+    modules.remove("__init__")
+    assert len(modules) >= 9
+    for name in modules:
+        assert f"prompts.{name}`" in doc, f"the package docstring does not say what {name} holds"
+        module = importlib.import_module(f"genmem.policies.prompts.{name}")
+        missing = set(module.__all__) - set(prompts.__all__)
+        assert not missing, f"{name} exports {missing}, which the package does not"
+        for export in module.__all__:
+            assert getattr(prompts, export) is getattr(module, export)
+
+
+def test_subagent_role_prompts() -> None:
+    assert "use the tools you have" in subagent_role_prompt("solver", "", tools=True)
+    assert "{tools}" not in subagent_role_prompt("solver", "", tools=False)
+    assert "tools you have" not in subagent_role_prompt("solver", "", tools=False)
+    generic = subagent_role_prompt("critic", "checks the answer", tools=False)
+    assert generic.startswith("You are the critic of a small team: checks the answer.")
