@@ -35,7 +35,7 @@ from genmem.envs.base import Environment, Task
 from genmem.policies.prompts import NO_MEMORY_ANSWER, evolver_user_message, retriever_user_message
 from genmem.policies.sid_decoding import ADDRESS_PROMPT, address_prompt
 from genmem.training.adapters import merge_adapter
-from genmem.training.config import TrainPreset, partitions, training_device
+from genmem.training.config import TRAINING_LOOKUP_K, TrainPreset, partitions, training_device
 from genmem.training.distributed import shard, unshard
 from genmem.training.dynamics import plot_loss
 from genmem.training.graph_runs import planner_graph, scratch_bank, solve
@@ -119,7 +119,8 @@ class _Collector:
 
     def retriever_trace(self, task: Task) -> dict[str, Any]:
         state = self.retriever.invoke(
-            {"query": task.query}, context={"bank_url": self.bank_url, "memory_k": 3}
+            {"query": task.query},
+            context={"bank_url": self.bank_url, "memory_k": TRAINING_LOOKUP_K},
         )
         support = state.get("support") or ""
         valid = (
@@ -151,7 +152,7 @@ class _Collector:
         with scratch_bank(self.bank_url, self.scratch / "scratch.db") as url:
             state = self.evolver.invoke(
                 {"query": task.query, "trajectory": trajectory, "outcome": outcome},
-                context={"bank_url": url, "memory_k": 3},
+                context={"bank_url": url, "memory_k": TRAINING_LOOKUP_K},
             )
         applied = bool(state.get("update"))
         return {
