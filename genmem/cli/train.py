@@ -319,7 +319,7 @@ def _align(args: argparse.Namespace) -> int:
 
 def _register_grpo(tsub: argparse._SubParsersAction) -> None:
     from genmem.cli.tasks import add_task_arguments
-    from genmem.training.config import RolloutConfig
+    from genmem.training.config import GRPO_TASKS, RolloutConfig
 
     g = tsub.add_parser(
         "grpo",
@@ -347,7 +347,9 @@ def _register_grpo(tsub: argparse._SubParsersAction) -> None:
     )
     _common(g)
     add_task_arguments(g, default="gsm8k-train")
-    g.add_argument("--limit", type=positive_int, default=4, help="training tasks (4)")
+    g.add_argument(
+        "--limit", type=positive_int, default=GRPO_TASKS, help=f"training tasks ({GRPO_TASKS})"
+    )
     g.add_argument(
         "--role",
         choices=("joint", "retriever", "evolver"),
@@ -413,6 +415,7 @@ def _grpo(args: argparse.Namespace) -> int:
 
 def _register_mid(tsub: argparse._SubParsersAction) -> None:
     from genmem.cli.tasks import add_task_arguments
+    from genmem.training.config import MID_TASKS, TRAINING_MAX_NEW_TOKENS
 
     m = tsub.add_parser(
         "mid",
@@ -440,9 +443,14 @@ def _register_mid(tsub: argparse._SubParsersAction) -> None:
         default="correct",
         help="rejection rule: well formed and task-correct (default), or well formed only",
     )
-    m.add_argument("--limit", type=positive_int, default=8, help="training tasks (8)")
     m.add_argument(
-        "--max-new-tokens", type=positive_int, default=128, help="teacher reply cap (128)"
+        "--limit", type=positive_int, default=MID_TASKS, help=f"training tasks ({MID_TASKS})"
+    )
+    m.add_argument(
+        "--max-new-tokens",
+        type=positive_int,
+        default=TRAINING_MAX_NEW_TOKENS,
+        help=f"teacher reply cap ({TRAINING_MAX_NEW_TOKENS})",
     )
     m.set_defaults(func=_mid)
 

@@ -39,8 +39,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from genmem.envs.scoring import DEFAULT_PARTIAL_BONUS
 
 __all__ = [
+    "GRPO_TASKS",
+    "MID_TASKS",
     "PRESETS",
     "TRAINING_LOOKUP_K",
+    "TRAINING_MAX_NEW_TOKENS",
     "Completion",
     "RolloutConfig",
     "Stage",
@@ -66,6 +69,16 @@ TRAINING_LOOKUP_K = 3
 rollouts use the same number, so the policy trains on lookups of one size. A training setting of
 its own, smaller than the lookup tool's ``DEFAULT_LOOKUP_K`` (5) that evaluation and evolution
 use."""
+
+GRPO_TASKS = 4
+"""Training tasks GRPO samples its groups from unless told otherwise."""
+
+MID_TASKS = 8
+"""Training tasks whose traces mid-training collects unless told otherwise."""
+
+TRAINING_MAX_NEW_TOKENS = 128
+"""Reply cap of the text turns in the graphs that training runs: the teacher's in mid-training
+traces, the graph's calls and the policy's rewrite or decision in GRPO rollouts."""
 
 
 class TrainPreset(BaseModel):
@@ -387,7 +400,7 @@ class RolloutConfig(BaseModel):
     )
     max_steps: int = Field(default=1, ge=1, description="StackPlanner steps per rollout.")
     max_new_tokens: int = Field(
-        default=128,
+        default=TRAINING_MAX_NEW_TOKENS,
         ge=1,
         description="Reply cap of the graph's calls and of the policy's rewrite or decision.",
     )

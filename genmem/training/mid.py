@@ -35,7 +35,14 @@ from genmem.envs.base import Environment, Task
 from genmem.policies.prompts import NO_MEMORY_ANSWER, evolver_user_message, retriever_user_message
 from genmem.policies.sid_decoding import ADDRESS_PROMPT, address_prompt
 from genmem.training.adapters import merge_adapter
-from genmem.training.config import TRAINING_LOOKUP_K, TrainPreset, partitions, training_device
+from genmem.training.config import (
+    MID_TASKS,
+    TRAINING_LOOKUP_K,
+    TRAINING_MAX_NEW_TOKENS,
+    TrainPreset,
+    partitions,
+    training_device,
+)
 from genmem.training.distributed import shard, unshard
 from genmem.training.dynamics import plot_loss
 from genmem.training.graph_runs import planner_graph, scratch_bank, solve
@@ -176,8 +183,8 @@ def run_mid(
     model: str | None = None,
     teacher: str | Any = "local",
     keep: Keep = "correct",
-    limit: int = 8,
-    max_new_tokens: int = 128,
+    limit: int = MID_TASKS,
+    max_new_tokens: int = TRAINING_MAX_NEW_TOKENS,
     max_steps: int | None = None,
     progress: bool = True,
 ) -> MidReport:
