@@ -18,6 +18,7 @@ from genmem.cli.common import (
 )
 from genmem.policies.backends import DEFAULT_MODEL_SPEC
 from genmem.policies.chat_local import DEFAULT_MAX_NEW_TOKENS
+from genmem.policies.rerank import RerankConfig
 
 __all__ = ["register"]
 
@@ -36,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "sid", help="generate SIDs for a query; fuse or decompose entries; time decoding"
     )
     ssub = p.add_subparsers(dest="sid_command", required=True, metavar="SID_COMMAND")
+    rerank = RerankConfig()  # the paper's protocol: its candidates and the entries it keeps
 
     g = ssub.add_parser("generate", help="ranked, distinct SID candidates for a query")
     g.add_argument("--bank", required=True, help="bank URL (sqlite:///..., postgresql://...)")
@@ -45,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--beam",
         type=positive_int,
         default=None,
-        help="candidates (1 = greedy; default 1, or 50 with --rerank); at most 50",
+        help=f"candidates (1 = greedy; default 1, or {rerank.max_candidates} with --rerank); at "
+        "most 50",
     )
     g.add_argument(
         "--allowed",
@@ -55,9 +58,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "with occupied), only occupied leaves, or leaves under occupied parents",
     )
     g.add_argument(
-        "--rerank", action="store_true", help="look the candidates up and keep the 5 best payloads"
+        "--rerank",
+        action="store_true",
+        help=f"look the candidates up and keep the {rerank.top_n} best payloads (--top-n)",
     )
-    g.add_argument("--top-n", type=positive_int, default=5, help="entries kept by --rerank")
+    g.add_argument(
+        "--top-n", type=positive_int, default=rerank.top_n, help="entries kept by --rerank"
+    )
     g.add_argument(
         "--codebook",
         default=None,
@@ -160,7 +167,7 @@ def _generate(args: argparse.Namespace) -> int:
     from genmem.memory.location import open_bank
     from genmem.policies.addressing import addresser_name
 
-    beam = args.beam or (50 if args.rerank else 1)
+    beam = args.beam or (RerankConfig().max_candidates if args.rerank else 1)
     if beam > 50:
         raise CLIError(f"--beam {beam}: at most 50 candidates")
     if not args.query.strip():
@@ -174,7 +181,7 @@ def _generate(args: argparse.Namespace) -> int:
         text = "\n".join(f"{r['score']:10.4f}  {r['sid']}" for r in rows) or "(no candidates)"
         emit(rows, as_json=args.json, text=text)
         return 0
-    from genmem.policies.rerank import RerankConfig, Reranker
+    from genmem.policies.rerank import Reranker
 
     ranked = Reranker(bank, RerankConfig(top_n=args.top_n)).rerank(args.query, candidates)
     rows = [
