@@ -19,6 +19,8 @@ from genmem.cli.common import (
     iter_jsonl,
     positive_int,
 )
+from genmem.policies.backends import DEFAULT_MODEL_SPEC
+from genmem.tools.lookup import DEFAULT_LOOKUP_K
 
 __all__ = ["register"]
 
@@ -68,7 +70,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     sd.add_argument(
         "--fit-size", type=positive_int, help="problems the codebooks are fitted on (--size)"
     )
-    sd.add_argument("--model", default="local", help="model spec for --distill model (local)")
+    sd.add_argument(
+        "--model",
+        default=DEFAULT_MODEL_SPEC,
+        help=f"model spec for --distill model ({DEFAULT_MODEL_SPEC})",
+    )
     sd.add_argument("--pairs", help="write the retrieval pairs (JSONL) here")
     sd.add_argument("--json", action="store_true", help="print one JSON object")
     sd.set_defaults(func=_seed)
@@ -76,7 +82,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     lk = bsub.add_parser("lookup", help="read entries by SID (exact, else nearest by prefix)")
     lk.add_argument("--bank", required=True, help=_URL_HELP)
     lk.add_argument("--sid", action="append", required=True, help="SID to read (repeatable)")
-    lk.add_argument("-k", type=positive_int, default=5, help="most entries per SID (default 5)")
+    lk.add_argument(
+        "-k",
+        type=positive_int,
+        default=DEFAULT_LOOKUP_K,
+        help=f"most entries per SID (default {DEFAULT_LOOKUP_K})",
+    )
     lk.add_argument("--min-depth", type=int, default=1, help="shortest shared prefix to return")
     lk.add_argument("--json", action="store_true", help="print a JSON list of hits")
     lk.set_defaults(func=_lookup)

@@ -27,17 +27,22 @@ _ENCODER_HELP = (
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``genmem codebook`` and its sub-commands."""
-    from genmem.memory.rqkmeans import DISTANCES
+    from genmem.memory.rqkmeans import DEFAULT_WEIGHT, DISTANCES, RQKMeansConfig
+
+    fit = RQKMeansConfig()
 
     p = sub.add_parser("codebook", help="fit, inspect and compare RQ-KMeans codebooks")
     csub = p.add_subparsers(dest="codebook_command", required=True, metavar="CODEBOOK_COMMAND")
 
     f = csub.add_parser("fit", help="fit codebooks on embeddings or texts and save them")
     f.add_argument("--input", required=True, help=_INPUT_HELP)
-    f.add_argument("--sizes", default="48,16,8,8", help="codebook size per level (48,16,8,8)")
-    f.add_argument("--distance", choices=DISTANCES, default="weighted", help="assignment rule")
-    f.add_argument("--weight", type=float, default=None, help="w for weighted (default 0.5)")
-    _add_fit_options(f)
+    sizes = ",".join(map(str, fit.sizes))
+    f.add_argument("--sizes", default=sizes, help=f"codebook size per level ({sizes})")
+    f.add_argument("--distance", choices=DISTANCES, default=fit.distance, help="assignment rule")
+    f.add_argument(
+        "--weight", type=float, default=None, help=f"w for weighted (default {DEFAULT_WEIGHT})"
+    )
+    _add_fit_options(f, fit)
     f.add_argument("--out", required=True, help="new directory for the codebooks")
     f.add_argument("--json", action="store_true", help="print one JSON object")
     f.set_defaults(func=_fit)
@@ -57,23 +62,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     se.add_argument(
         "--distances", default="euclidean,weighted", help=f"comma list of {', '.join(DISTANCES)}"
     )
-    se.add_argument("--weight", type=float, default=0.5, help="w for weighted (default 0.5)")
+    se.add_argument(
+        "--weight",
+        type=float,
+        default=DEFAULT_WEIGHT,
+        help=f"w for weighted (default {DEFAULT_WEIGHT})",
+    )
     se.add_argument(
         "--heldout",
         type=float,
         default=0.2,
         help="share of the rows kept out of every fit and scored apart (default 0.2; 0: none)",
     )
-    _add_fit_options(se)
+    _add_fit_options(se, fit)
     se.add_argument("--out", required=True, help="results CSV (a .json is written beside it)")
     se.add_argument("--json", action="store_true", help="print one JSON object")
     se.set_defaults(func=_search)
 
 
-def _add_fit_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--n-init", type=positive_int, default=1, help="K-means restarts per level")
-    p.add_argument("--max-iter", type=positive_int, default=100, help="K-means iterations cap")
+def _add_fit_options(p: argparse.ArgumentParser, fit: Any) -> None:
+    """The K-means flags of ``fit`` and ``search``, their defaults RQ-KMeans's own (``fit``)."""
+    p.add_argument("--seed", type=int, default=fit.seed, help=f"random seed (default {fit.seed})")
+    p.add_argument(
+        "--n-init", type=positive_int, default=fit.n_init, help="K-means restarts per level"
+    )
+    p.add_argument(
+        "--max-iter", type=positive_int, default=fit.max_iter, help="K-means iterations cap"
+    )
     p.add_argument("--encoder", default=None, help=_ENCODER_HELP)
     p.add_argument("--no-prefix", action="store_true", help="encode texts without the prefix")
 

@@ -12,16 +12,18 @@ from genmem.cli.common import (
     emit,
     fail,
     gate_summary,
-    positive_int,
 )
-from genmem.cli.tasks import add_task_arguments, check_task_source, environment, first_error
-from genmem.graph.stack import DEFAULT_MAX_STEPS
+from genmem.cli.fields import add_field_flags, model_from_args
+from genmem.cli.tasks import add_task_arguments, check_task_source, environment
+from genmem.memory.sid import DEFAULT_SIZES
 
 __all__ = ["register"]
 
 
 def register(bsub: argparse._SubParsersAction, url_help: str) -> None:
     """Add ``genmem bank coldstart`` to the ``genmem bank`` sub-commands."""
+    from genmem.experiments.coldstart import ColdStartConfig
+
     p = bsub.add_parser(
         "coldstart",
         help="attempts -> assessment -> contrastive extraction -> SIDs -> bank",
@@ -37,40 +39,29 @@ def register(bsub: argparse._SubParsersAction, url_help: str) -> None:
         ),
     )
     add_task_arguments(p)
-    p.add_argument("--limit", type=positive_int, help="first N tasks")
-    p.add_argument("--attempts", type=positive_int, default=2, help="tries per task, K (2)")
-    p.add_argument("--sizes", default="48,16,8,8", help="codebook sizes to fit (48,16,8,8)")
-    p.add_argument("--codebook", help="reuse these codebooks instead of fitting")
-    p.add_argument("--model", default="local", help="model spec for every stage (default local)")
+    add_field_flags(p, ColdStartConfig, ["limit", "attempts"])
     p.add_argument(
-        "--merge",
-        choices=("llm", "concat"),
-        default="llm",
-        help="how records on one SID become one entry (llm: the model merges; concat: joined)",
+        "--sizes",
+        default=",".join(map(str, DEFAULT_SIZES)),
+        help=f"codebook sizes to fit ({','.join(map(str, DEFAULT_SIZES))})",
     )
-    p.add_argument(
-        "--max-steps",
-        type=positive_int,
-        default=DEFAULT_MAX_STEPS,
-        help=f"steps per attempt ({DEFAULT_MAX_STEPS})",
+    add_field_flags(
+        p,
+        ColdStartConfig,
+        [
+            "codebook",
+            "model",
+            "merge",
+            "max_steps",
+            "max_new_tokens",
+            "max_field_chars",
+            "max_records",
+            "synthesise_prefix_depth",
+            "temperature",
+            "retries",
+        ],
+        overrides={"synthesise_prefix_depth": {"metavar": "D"}},
     )
-    p.add_argument("--max-new-tokens", type=positive_int, help="reply cap of an attempt's calls")
-    p.add_argument(
-        "--max-field-chars",
-        type=positive_int,
-        default=100,
-        help="cap per field the model writes (100; a small model must close its JSON)",
-    )
-    p.add_argument("--max-records", type=positive_int, default=2, help="experiences per task (2)")
-    p.add_argument(
-        "--synthesise-prefix-depth",
-        type=positive_int,
-        metavar="D",
-        help="also write one general skill card per cluster of records sharing their first D "
-        "SID levels (2 or more records), through the write gate; off by default",
-    )
-    p.add_argument("--temperature", type=float, default=0.7, help="sampling of tries 2..K (0.7)")
-    p.add_argument("--retries", type=int, default=2, help="retries of an unparsable reply (2)")
     add_concurrency_argument(p)
     add_gate_argument(p)
     p.add_argument("--bank", required=True, help=url_help)
@@ -89,26 +80,9 @@ def _config(args: argparse.Namespace):
         raise CLIError(f"--sizes {args.sizes!r}: {exc}") from None
     if args.codebook and not Path(args.codebook).is_dir():
         raise CLIError(f"--codebook {args.codebook!r} is not a folder")
-    try:
-        return ColdStartConfig(
-            attempts=args.attempts,
-            limit=args.limit,
-            sizes=sizes,
-            codebook=args.codebook,
-            model=args.model,
-            max_new_tokens=args.max_new_tokens,
-            max_steps=args.max_steps,
-            temperature=args.temperature,
-            merge=args.merge,
-            retries=args.retries,
-            max_field_chars=args.max_field_chars,
-            max_records=args.max_records,
-            seed=max(args.seed, 0),
-            gate=not args.no_gate,
-            synthesise_prefix_depth=args.synthesise_prefix_depth,
-        )
-    except ValueError as exc:
-        raise CLIError(first_error(exc)) from None
+    return model_from_args(
+        ColdStartConfig, args, sizes=sizes, seed=max(args.seed, 0), gate=not args.no_gate
+    )
 
 
 def _coldstart(args: argparse.Namespace) -> int:

@@ -9,6 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from genmem.cli.argtypes import CLIError, nonnegative_int, positive_float, positive_int
+from genmem.cli.fields import add_field_flags, field_help
+from genmem.experiments.run_settings import GraphRunSettings
 from genmem.graph.stack import DEFAULT_MAX_STEPS
 
 __all__ = [
@@ -25,13 +28,10 @@ __all__ = [
     "gate_summary",
     "iter_jsonl",
     "nonnegative_int",
+    "positive_float",
     "positive_int",
     "read_text_jsonl",
 ]
-
-
-class CLIError(Exception):
-    """A bad command-line input found after parsing; printed as one line, exit code 2."""
 
 
 def emit(obj: Any, *, as_json: bool, text: str | None = None) -> None:
@@ -67,34 +67,23 @@ def sid_generator(spec: str, bank: Any, **kwargs: Any) -> Any:
 
 
 def add_budget_arguments(p: argparse.ArgumentParser, *, max_steps: int = DEFAULT_MAX_STEPS) -> None:
-    """``--max-steps``, ``--max-new-tokens`` and ``--allowed``: the budgets of a graph run."""
-    p.add_argument(
-        "--max-steps",
-        type=positive_int,
-        default=max_steps,
-        help=f"coordinator steps per task (default {max_steps})",
-    )
-    p.add_argument(
-        "--max-new-tokens", type=positive_int, help="reply cap of every model call (default 256)"
-    )
-    p.add_argument(
-        "--allowed",
-        choices=("all", "occupied", "prefix"),
-        default="occupied",
-        help="SIDs MemRetriever may generate (default occupied: only addresses that hold entries)",
+    """``--max-steps``, ``--max-new-tokens`` and ``--allowed``: the budgets of a graph run
+    (fields of :class:`~genmem.experiments.run_settings.GraphRunSettings`); ``max_steps``: a
+    command's own default step budget."""
+    steps = GraphRunSettings.model_fields["max_steps"]
+    own_help = f"{field_help(steps, default=False)} (default {max_steps})"
+    own = {"default": max_steps, "help": own_help}
+    add_field_flags(
+        p,
+        GraphRunSettings,
+        ["max_steps", "max_new_tokens", "allowed"],
+        overrides={"max_steps": own} if max_steps != steps.default else None,
     )
 
 
 def add_interactor_argument(p: argparse.ArgumentParser) -> None:
     """``--interactor``: how the game-playing sub-agent acts (the same in every command)."""
-    p.add_argument(
-        "--interactor",
-        choices=("tools", "rank"),
-        default="tools",
-        help="how the interactor plays a game (TextWorld, ALFWorld): tools (default) writes tool "
-        "calls; rank scores every valid command by the model's likelihood and plays the best, "
-        "which a small local model can do (local models only)",
-    )
+    add_field_flags(p, GraphRunSettings, ["interactor"])
 
 
 def check_interactor(args: argparse.Namespace) -> None:
@@ -122,14 +111,7 @@ def add_concurrency_argument(p: argparse.ArgumentParser) -> None:
 
 def add_addresser_argument(p: argparse.ArgumentParser) -> None:
     """``--addresser``: what chooses SIDs (the same meaning in every command)."""
-    p.add_argument(
-        "--addresser",
-        choices=("auto", "generative", "quantizer"),
-        default="auto",
-        help="what chooses an SID: generative (the policy decodes it), quantizer (encode, then "
-        "quantise with the bank's frozen codebooks: the cold-start path) or auto (default: "
-        "generative when the policy was SID-aligned to the bank's codebooks, else quantizer)",
-    )
+    add_field_flags(p, GraphRunSettings, ["addresser"])
 
 
 def add_distill_argument(p: argparse.ArgumentParser) -> None:
@@ -197,38 +179,6 @@ def check_concurrency(args: argparse.Namespace) -> None:
             f"--concurrency {args.concurrency} with --mode evolve: each update must land before "
             "the next task reads the bank; use --mode read_only, or --concurrency 1"
         )
-
-
-def _int_at_least(value: str, low: int) -> int:
-    """``value`` as an integer >= ``low``, or argparse's error naming both."""
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if n < low:
-        raise argparse.ArgumentTypeError(f"{value!r} must be >= {low}")
-    return n
-
-
-def positive_int(value: str) -> int:
-    """argparse type: an integer >= 1."""
-    return _int_at_least(value, 1)
-
-
-def nonnegative_int(value: str) -> int:
-    """argparse type: an integer >= 0."""
-    return _int_at_least(value, 0)
-
-
-def positive_float(value: str) -> float:
-    """argparse type: a finite number > 0."""
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if not (x > 0 and x != float("inf")):
-        raise argparse.ArgumentTypeError(f"{value!r} must be a finite number > 0")
-    return x
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:

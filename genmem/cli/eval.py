@@ -22,7 +22,8 @@ from genmem.cli.common import (
     positive_int,
     sid_generator,
 )
-from genmem.cli.tasks import add_task_arguments, check_task_source, environment, first_error
+from genmem.cli.fields import add_field_flags, field_help, model_from_args
+from genmem.cli.tasks import add_task_arguments, check_task_source, environment
 
 __all__ = ["bank_or_seed", "register"]
 
@@ -32,6 +33,9 @@ _DEFAULT_BANK_SIZE = 2000
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``genmem eval``."""
     from genmem.envs.benches import BENCHES
+    from genmem.experiments.evaluate import EvalSettings
+    from genmem.experiments.run_settings import DEFAULT_CANDIDATES
+    from genmem.policies.baselines import DEFAULT_K
 
     benches = "; ".join(f"{b.name}: {b.about}" for b in BENCHES.values())
     p = sub.add_parser(
@@ -61,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "with --pairs, where it is always the policy's own generation)",
     )
     p.add_argument("--limit", type=positive_int, help="first N tasks")
-    p.add_argument("--model", default="local", help="model spec for every role (default local)")
+    add_field_flags(p, EvalSettings, ["model"])
     add_addresser_argument(p)
     add_sid_model_argument(p)
     p.add_argument(
@@ -76,13 +80,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="read_only (default): memory methods never write; evolve: each method writes to "
         "its own copy of the bank",
     )
-    p.add_argument(
-        "--candidates",
-        type=positive_int,
-        help="candidate budget per method (default 8; 50 with --pairs, as the paper)",
+    candidates = field_help(EvalSettings.model_fields["candidates"], default=False)
+    add_field_flags(
+        p,
+        EvalSettings,
+        ["candidates", "rerank", "memory_k"],
+        overrides={
+            "candidates": {
+                "default": None,  # the field's default, or DEFAULT_K with --pairs
+                "help": f"{candidates} (default {DEFAULT_CANDIDATES}; {DEFAULT_K} with --pairs, "
+                "as the paper)",
+            }
+        },
     )
-    p.add_argument("--no-rerank", action="store_true", help="use candidates in their own order")
-    p.add_argument("--memory-k", type=positive_int, default=5, help="entries a lookup returns (5)")
     add_budget_arguments(p)
     add_interactor_argument(p)
     add_concurrency_argument(p)
@@ -135,24 +145,7 @@ def _eval(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     memory = any(m != "none" for m in methods)
     bank_url = bank_or_seed(args.bank, out, progress=not args.json) if memory else None
-    try:
-        settings = EvalSettings(
-            methods=methods,  # type: ignore[arg-type]
-            limit=args.limit,
-            model=args.model,
-            bank_url=bank_url,
-            mode=args.mode,
-            candidates=args.candidates or 8,
-            allowed=args.allowed,
-            rerank=not args.no_rerank,
-            addresser=args.addresser,
-            memory_k=args.memory_k,
-            max_steps=args.max_steps,
-            max_new_tokens=args.max_new_tokens,
-            interactor=args.interactor,
-        )
-    except ValueError as exc:
-        raise CLIError(first_error(exc)) from None
+    settings = model_from_args(EvalSettings, args, methods=methods, bank_url=bank_url)
     started = time.perf_counter()
     report = evaluate(
         env,
@@ -188,7 +181,7 @@ def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> 
     )
     from genmem.memory.location import open_bank
     from genmem.policies.addressing import bank_quantizer, is_aligned
-    from genmem.policies.baselines import DenseRetriever, TfidfRetriever
+    from genmem.policies.baselines import DEFAULT_K, DenseRetriever, TfidfRetriever
     from genmem.policies.rerank import RerankConfig, Reranker
 
     if not args.bank:
@@ -206,8 +199,8 @@ def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> 
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     pairs = pairs[: args.limit] if args.limit else pairs
-    k = args.candidates or 50
-    rerank = None if args.no_rerank else reranker_fn(Reranker(bank, RerankConfig()))
+    k = args.candidates or DEFAULT_K
+    rerank = reranker_fn(Reranker(bank, RerankConfig())) if args.rerank else None
     reports = {}
     scored = {}
     for method in methods:

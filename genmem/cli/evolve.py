@@ -16,16 +16,16 @@ from genmem.cli.common import (
     addressing,
     check_interactor,
     emit,
-    positive_int,
 )
-from genmem.cli.tasks import add_task_arguments, check_task_source, environment, first_error
+from genmem.cli.fields import add_field_flags, model_from_args
+from genmem.cli.tasks import add_task_arguments, check_task_source, environment
 
 __all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``genmem evolve``."""
-    from genmem.experiments.evolution import EVOLVE_METHODS
+    from genmem.experiments.evolution_config import EVOLVE_METHODS, EvolveConfig
 
     p = sub.add_parser(
         "evolve",
@@ -48,38 +48,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--bank", required=True, help="the starting bank (never written; copied)")
     add_task_arguments(p)
-    p.add_argument("--blocks", type=positive_int, required=True, help="stream blocks, B")
-    p.add_argument("--block-size", type=positive_int, required=True, help="queries per block, S")
-    p.add_argument("--probe-size", type=positive_int, required=True, help="probe queries, P")
+    add_field_flags(p, EvolveConfig, ["blocks", "block_size", "probe_size"])
     p.add_argument(
         "--methods",
         default="sid,frozen,tfidf,dense",
         help=f"probe methods, comma-separated, from {','.join(EVOLVE_METHODS)} "
         "(default sid,frozen,tfidf,dense)",
     )
-    p.add_argument("--model", default="local", help="model spec for every role (default local)")
+    add_field_flags(p, EvolveConfig, ["model"])
     add_addresser_argument(p)
     add_sid_model_argument(p)
-    p.add_argument("--candidates", type=positive_int, default=8, help="candidate budget (8)")
-    p.add_argument("--no-rerank", action="store_true", help="use candidates in their own order")
-    p.add_argument("--memory-k", type=positive_int, default=5, help="entries a lookup returns (5)")
-    p.add_argument(
-        "--temperature",
-        type=_temperature,
-        help="sampling temperature of every role (default: the model's own; local is greedy)",
-    )
-    p.add_argument(
-        "--seeds",
-        type=positive_int,
-        default=1,
-        help="repeat the run over N decoding seeds and pool the probes by task (sampling "
-        "models only: a greedy model runs once, as every seed would decode the same)",
-    )
-    p.add_argument(
-        "--rerun-controls",
-        action="store_true",
-        help="run the frozen and none controls at every checkpoint even with a greedy model "
-        "(by default their t0 runs are reused: same graph, task and snapshot)",
+    add_field_flags(
+        p,
+        EvolveConfig,
+        ["candidates", "rerank", "memory_k", "temperature", "seeds", "rerun_controls"],
+        overrides={"temperature": {"type": _temperature}, "seeds": {"metavar": "N"}},
     )
     add_budget_arguments(p)
     add_interactor_argument(p)
@@ -124,28 +107,7 @@ def _evolve(args: argparse.Namespace) -> int:
     check_task_source(args)  # no tasks: exit 2 before any work
     check_interactor(args)
 
-    try:
-        config = EvolveConfig(
-            blocks=args.blocks,
-            block_size=args.block_size,
-            probe_size=args.probe_size,
-            methods=args.methods,
-            model=args.model,
-            candidates=args.candidates,
-            rerank=not args.no_rerank,
-            allowed=args.allowed,
-            addresser=args.addresser,
-            memory_k=args.memory_k,
-            max_steps=args.max_steps,
-            max_new_tokens=args.max_new_tokens,
-            interactor=args.interactor,
-            seed=max(args.seed, 0),
-            temperature=args.temperature,
-            seeds=args.seeds,
-            rerun_controls=args.rerun_controls,
-        )
-    except ValueError as exc:
-        raise CLIError(f"--methods: {first_error(exc)}") from None
+    config = model_from_args(EvolveConfig, args, seed=max(args.seed, 0))
     if config.rerank and config.candidates < 2 and "sid" in config.methods:
         raise CLIError("reranking needs --candidates >= 2 (or pass --no-rerank)")
     open_bank(args.bank)  # a bad URL or a missing bank fails before any work

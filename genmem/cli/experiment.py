@@ -22,6 +22,8 @@ from genmem.cli.common import (
 )
 from genmem.cli.tasks import add_task_arguments, check_task_source, environment, first_error
 from genmem.cli.train import CONFIG_HELP
+from genmem.policies.backends import DEFAULT_MODEL_SPEC
+from genmem.policies.baselines import DEFAULT_K
 
 __all__ = ["register"]
 
@@ -61,7 +63,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--bank",
         help="bank URL (default: the GSM8K seed bank of reference digests, built once, cached)",
     )
-    s.add_argument("--model", default="local", help="model spec of the solver and the rewrite")
+    s.add_argument(
+        "--model", default=DEFAULT_MODEL_SPEC, help="model spec of the solver and the rewrite"
+    )
     add_addresser_argument(s)
     add_sid_model_argument(s)
     s.add_argument(
@@ -107,7 +111,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--bank",
         help="bank URL (default: the GSM8K seed bank of reference digests, built once, cached)",
     )
-    f.add_argument("--model", default="local", help="model spec of the fusion and the solver")
+    f.add_argument(
+        "--model", default=DEFAULT_MODEL_SPEC, help="model spec of the fusion and the solver"
+    )
     add_addresser_argument(f)
     add_sid_model_argument(f)
     add_budget_arguments(f)
@@ -154,7 +160,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--heldout", type=float, default=0.2, help="share of rows kept out of the fit (0.2)"
     )
     c.add_argument(
-        "--candidates", type=positive_int, default=50, help="addresser candidates per query (50)"
+        "--candidates",
+        type=positive_int,
+        default=DEFAULT_K,
+        help=f"addresser candidates per query ({DEFAULT_K})",
     )
     c.add_argument(
         "--align-steps",
@@ -182,7 +191,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="score the first N tasks per bank through the graph (default: no tasks; tasks "
         f"from --bench, by default the bench the --source rows leave out: {heldout})",
     )
-    c.add_argument("--model", default="local", help="model spec of the graph's roles (tasks)")
+    c.add_argument(
+        "--model", default=DEFAULT_MODEL_SPEC, help="model spec of the graph's roles (tasks)"
+    )
     add_budget_arguments(c)
     c.add_argument("--out", required=True, help="output folder")
     c.add_argument("--json", action="store_true", help="print one JSON object")

@@ -8,6 +8,7 @@ import sys
 import time
 
 from genmem.cli.common import emit, positive_int
+from genmem.policies.backends import DEFAULT_MODEL_SPEC
 
 __all__ = ["register"]
 
@@ -25,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "port: one line, exit 1."
         ),
     )
-    p.add_argument("--model", default="local", help="local (default), local:DIR or DIR")
+    p.add_argument("--model", default=DEFAULT_MODEL_SPEC, help="local (default), local:DIR or DIR")
     p.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
     p.add_argument("--port", type=positive_int, default=8000, help="port (default 8000)")
     p.add_argument(

@@ -16,6 +16,9 @@ from genmem.cli.common import (
     positive_int,
     sid_generator,
 )
+from genmem.policies.backends import DEFAULT_MODEL_SPEC
+from genmem.policies.chat_local import DEFAULT_MAX_NEW_TOKENS
+from genmem.policies.rerank import RerankConfig
 
 __all__ = ["register"]
 
@@ -25,6 +28,8 @@ _MODEL_HELP = (
     "(the discriminative baseline: encode + quantise; needs --codebook)"
 )
 
+_MAX_NEW_TOKENS_HELP = f"reply cap (default {DEFAULT_MAX_NEW_TOKENS})"
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``genmem sid`` and its sub-commands."""
@@ -32,27 +37,34 @@ def register(sub: argparse._SubParsersAction) -> None:
         "sid", help="generate SIDs for a query; fuse or decompose entries; time decoding"
     )
     ssub = p.add_subparsers(dest="sid_command", required=True, metavar="SID_COMMAND")
+    rerank = RerankConfig()  # the paper's protocol: its candidates and the entries it keeps
 
     g = ssub.add_parser("generate", help="ranked, distinct SID candidates for a query")
     g.add_argument("--bank", required=True, help="bank URL (sqlite:///..., postgresql://...)")
     g.add_argument("--query", required=True, help="the context to address (a task, a trajectory)")
-    g.add_argument("--model", default="local", help=_MODEL_HELP)
+    g.add_argument("--model", default=DEFAULT_MODEL_SPEC, help=_MODEL_HELP)
     g.add_argument(
         "--beam",
         type=positive_int,
         default=None,
-        help="candidates (1 = greedy; default 1, or 50 with --rerank); at most 50",
+        help=f"candidates (1 = greedy; default 1, or {rerank.max_candidates} with --rerank); at "
+        "most 50",
     )
     g.add_argument(
         "--allowed",
         choices=["all", "occupied", "prefix"],
         default="all",
-        help="all SIDs of the spec, only occupied leaves, or leaves under occupied parents",
+        help="all SIDs of the spec (default: the bare decoder's; eval, evolve and run read "
+        "with occupied), only occupied leaves, or leaves under occupied parents",
     )
     g.add_argument(
-        "--rerank", action="store_true", help="look the candidates up and keep the 5 best payloads"
+        "--rerank",
+        action="store_true",
+        help=f"look the candidates up and keep the {rerank.top_n} best payloads (--top-n)",
     )
-    g.add_argument("--top-n", type=positive_int, default=5, help="entries kept by --rerank")
+    g.add_argument(
+        "--top-n", type=positive_int, default=rerank.top_n, help="entries kept by --rerank"
+    )
     g.add_argument(
         "--codebook",
         default=None,
@@ -81,10 +93,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     f.add_argument("--bank", required=True, help="bank URL (sqlite:///..., postgresql://...)")
     f.add_argument("--sid", action="append", required=True, help="an entry's SID (twice)")
-    f.add_argument("--model", default="local", help="model spec of the writer (default local)")
+    f.add_argument(
+        "--model",
+        default=DEFAULT_MODEL_SPEC,
+        help=f"model spec of the writer (default {DEFAULT_MODEL_SPEC})",
+    )
     add_addresser_argument(f)
     add_sid_model_argument(f)
-    f.add_argument("--max-new-tokens", type=positive_int, help="reply cap (default 256)")
+    f.add_argument("--max-new-tokens", type=positive_int, help=_MAX_NEW_TOKENS_HELP)
     f.add_argument("--json", action="store_true", help="print one JSON object")
     f.set_defaults(func=_fuse)
 
@@ -101,17 +117,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     d.add_argument("--bank", required=True, help="bank URL (sqlite:///..., postgresql://...)")
     d.add_argument("--sid", required=True, help="the entry to decompose")
-    d.add_argument("--model", default="local", help="model spec of the writer (default local)")
+    d.add_argument(
+        "--model",
+        default=DEFAULT_MODEL_SPEC,
+        help=f"model spec of the writer (default {DEFAULT_MODEL_SPEC})",
+    )
     d.add_argument("--judge", help="model spec of the judge (default: --model)")
     d.add_argument(
         "--neighbours", type=positive_int, default=4, help="neighbours whose pairs are scored (4)"
     )
-    d.add_argument("--max-new-tokens", type=positive_int, help="reply cap (default 256)")
+    d.add_argument("--max-new-tokens", type=positive_int, help=_MAX_NEW_TOKENS_HELP)
     d.add_argument("--json", action="store_true", help="print one JSON object")
     d.set_defaults(func=_decompose)
 
     b = ssub.add_parser("bench", help="latency of greedy and beam decoding on the local model")
-    b.add_argument("--model", default="local", help="'local' or a policy directory")
+    b.add_argument("--model", default=DEFAULT_MODEL_SPEC, help="'local' or a policy directory")
     b.add_argument(
         "--contexts", type=positive_int, default=10, help="GSM8K questions timed per setting"
     )
@@ -147,7 +167,7 @@ def _generate(args: argparse.Namespace) -> int:
     from genmem.memory.location import open_bank
     from genmem.policies.addressing import addresser_name
 
-    beam = args.beam or (50 if args.rerank else 1)
+    beam = args.beam or (RerankConfig().max_candidates if args.rerank else 1)
     if beam > 50:
         raise CLIError(f"--beam {beam}: at most 50 candidates")
     if not args.query.strip():
@@ -161,7 +181,7 @@ def _generate(args: argparse.Namespace) -> int:
         text = "\n".join(f"{r['score']:10.4f}  {r['sid']}" for r in rows) or "(no candidates)"
         emit(rows, as_json=args.json, text=text)
         return 0
-    from genmem.policies.rerank import RerankConfig, Reranker
+    from genmem.policies.rerank import Reranker
 
     ranked = Reranker(bank, RerankConfig(top_n=args.top_n)).rerank(args.query, candidates)
     rows = [

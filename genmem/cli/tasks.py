@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from genmem.cli.common import CLIError, positive_int
+from genmem.cli.common import CLIError
+from genmem.cli.fields import add_field_flag
 
 __all__ = [
     "add_env_options",
@@ -22,26 +23,12 @@ __all__ = [
 
 def add_env_options(p: argparse.ArgumentParser) -> None:
     """``--format`` and one flag per option of the registered environments (``search_k``:
-    ``--search-k``), with the option's default and its description as the help."""
+    ``--search-k``), made from the option's field (:mod:`genmem.cli.fields`)."""
     from genmem.envs.benches import FORMATS, option_fields
 
     p.add_argument("--format", choices=FORMATS, help="format of --data (default: detected)")
     for name, field in option_fields().items():
-        p.add_argument(
-            "--" + name.replace("_", "-"),
-            type=_flag_type(field),
-            default=field.default,
-            help=(field.description or "").replace("%", "%%"),
-        )
-
-
-def _flag_type(field: Any) -> Any:
-    """How argparse reads an option: an integer of at least 1 as :func:`positive_int`, another
-    integer as ``int``, anything else as text (its environment's model converts it)."""
-    if field.annotation is not int:
-        return None
-    least = max((m.ge for m in field.metadata if getattr(m, "ge", None) is not None), default=None)
-    return positive_int if least is not None and least >= 1 else int
+        add_field_flag(p, name, field)
 
 
 def add_task_arguments(

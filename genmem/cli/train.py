@@ -16,7 +16,9 @@ from genmem.cli.common import (
     positive_float,
     positive_int,
 )
-from genmem.cli.tasks import check_task_source, first_error
+from genmem.cli.fields import add_field_flags, model_from_args
+from genmem.cli.tasks import check_task_source
+from genmem.policies.backends import DEFAULT_MODEL_SPEC
 
 __all__ = ["register"]
 
@@ -29,6 +31,10 @@ CONFIG_HELP = (
     "a100x4-server (4 training GPUs, `trl vllm-serve` apart), or a JSON/YAML file of preset "
     "fields over 'base'"
 )
+
+
+_ALIGN_DATA_FLAGS = ("heldout", "max_context_tokens", "max_target_chars")
+"""The fields of :class:`~genmem.training.align_data.AlignDataConfig` that ``train align`` sets."""
 
 
 def _stdout_to_stderr() -> Any:
@@ -54,7 +60,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     # --max-steps is the planner's step budget in every command; here it would be ambiguous.
     p.add_argument("--max-steps", dest="old_max_steps", help=argparse.SUPPRESS)
     p.add_argument(
-        "--model", default="local", help="starting policy: local (embedded) or local:DIR / DIR"
+        "--model",
+        default=DEFAULT_MODEL_SPEC,
+        help="starting policy: local (embedded) or local:DIR / DIR",
     )
     p.add_argument("--out", required=True, help="folder for the policy directory and reports")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -62,6 +70,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``genmem train`` and its stages."""
+    from genmem.training.align_data import AlignDataConfig
+
     p = sub.add_parser("train", help="train the memory policies: align and mid (SFT), grpo (RL)")
     tsub = p.add_subparsers(dest="train_command", required=True, metavar="STAGE")
     a = tsub.add_parser(
@@ -90,22 +100,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "or by a text the bank's codebooks quantise to it), added to those the entries record; "
         "for a bank built from plain texts",
     )
-    a.add_argument(
-        "--heldout",
-        type=float,
-        default=0.1,
-        metavar="FRACTION",
-        help="share of the queries kept out of training to measure the alignment (0.1; 0 "
-        "trains on all of them and measures no held-out accuracy)",
-    )
-    a.add_argument(
-        "--max-context-tokens",
-        type=positive_int,
-        default=512,
-        help="forward contexts keep their last N tokens (512)",
-    )
-    a.add_argument(
-        "--max-target-chars", type=positive_int, default=1200, help="reverse-target cap (1200)"
+    add_field_flags(
+        a,
+        AlignDataConfig,
+        _ALIGN_DATA_FLAGS,
+        overrides={"heldout": {"metavar": "FRACTION"}},
     )
     a.add_argument(
         "--describer",
@@ -254,7 +253,6 @@ def _queries(path: str) -> list[Any]:
 
 
 def _align(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
 
     from genmem.training.align import run_align
     from genmem.training.align_data import AlignDataConfig
@@ -264,16 +262,10 @@ def _align(args: argparse.Namespace) -> int:
     if args.describer is not None:
         _chat_spec("--describer", args.describer)
     preset, bank = _setup(args)
-    try:
-        data = AlignDataConfig(
-            seed=preset.seed,
-            heldout=args.heldout,
-            max_context_tokens=args.max_context_tokens,
-            max_target_chars=args.max_target_chars,
-            **({"weights": weights} if weights else {}),
-        )
-    except ValidationError as exc:
-        raise CLIError(first_error(exc)) from None
+    extra = {"weights": weights} if weights else {}
+    data = model_from_args(
+        AlignDataConfig, args, names=_ALIGN_DATA_FLAGS, seed=preset.seed, **extra
+    )
     queries = _queries(args.queries) if args.queries else []
     out = Path(args.out)
     if args.resume and args.finish:
@@ -325,16 +317,9 @@ def _align(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rollout_help(name: str) -> str:
-    """A GRPO flag's help: the description of the RolloutConfig field it sets."""
-    from genmem.training.config import RolloutConfig
-
-    field = RolloutConfig.model_fields[name]
-    return f"{str(field.description).rstrip('.')} ({field.default})"
-
-
 def _register_grpo(tsub: argparse._SubParsersAction) -> None:
     from genmem.cli.tasks import add_task_arguments
+    from genmem.training.config import GRPO_TASKS, RolloutConfig
 
     g = tsub.add_parser(
         "grpo",
@@ -362,37 +347,27 @@ def _register_grpo(tsub: argparse._SubParsersAction) -> None:
     )
     _common(g)
     add_task_arguments(g, default="gsm8k-train")
-    g.add_argument("--limit", type=positive_int, default=4, help="training tasks (4)")
+    g.add_argument(
+        "--limit", type=positive_int, default=GRPO_TASKS, help=f"training tasks ({GRPO_TASKS})"
+    )
     g.add_argument(
         "--role",
         choices=("joint", "retriever", "evolver"),
         default="joint",
         help="joint (both roles' prompts in one run, one policy; default) or one role",
     )
-    g.add_argument(
-        "--completion", choices=("whole", "sid"), default="whole", help=_rollout_help("completion")
-    )
+    add_field_flags(g, RolloutConfig, ["completion"])
     g.add_argument(
         "--planner-model",
-        default="local",
+        default=DEFAULT_MODEL_SPEC,
         help="model spec of the rest of the graph: StackPlanner, the judge, and with "
-        "--completion sid the rewrite and decision (local)",
+        f"--completion sid the rewrite and decision ({DEFAULT_MODEL_SPEC})",
     )
-    g.add_argument(
-        "--constrained",
-        action="store_true",
-        help="sample the SID turn under the SID trie (always valid) instead of freely",
-    )
-    g.add_argument("--no-judge", action="store_true", help="skip the LLM judge (its parts: 0)")
-    g.add_argument("--max-planner-steps", type=positive_int, default=1, help="planner steps (1)")
-    g.add_argument(
-        "--max-new-tokens",
-        type=positive_int,
-        default=128,
-        help="reply cap in the graph and of the policy's rewrite or decision (128)",
-    )
-    g.add_argument(
-        "--max-failures", type=nonnegative_int, default=10, help=_rollout_help("max_failures")
+    add_field_flags(
+        g,
+        RolloutConfig,
+        ["constrained", "judge", "max_steps", "max_new_tokens", "max_failures"],
+        overrides={"max_steps": {"flag": "--max-planner-steps"}},
     )
     add_concurrency_argument(g)
     g.set_defaults(func=_grpo)
@@ -420,15 +395,7 @@ def _grpo(args: argparse.Namespace) -> int:
             roles=roles,
             limit=args.limit,
             max_steps=args.train_steps,
-            rollout=RolloutConfig(
-                completion=args.completion,
-                constrained=args.constrained,
-                judge=not args.no_judge,
-                max_steps=args.max_planner_steps,
-                max_new_tokens=args.max_new_tokens,
-                max_failures=args.max_failures,
-                concurrency=args.concurrency,
-            ),
+            rollout=model_from_args(RolloutConfig, args),
             progress=not args.json,
         )
     if not _main_process():
@@ -448,6 +415,7 @@ def _grpo(args: argparse.Namespace) -> int:
 
 def _register_mid(tsub: argparse._SubParsersAction) -> None:
     from genmem.cli.tasks import add_task_arguments
+    from genmem.training.config import MID_TASKS, TRAINING_MAX_NEW_TOKENS
 
     m = tsub.add_parser(
         "mid",
@@ -464,16 +432,25 @@ def _register_mid(tsub: argparse._SubParsersAction) -> None:
     _common(m)
     add_task_arguments(m, default="gsm8k-train")
     m.add_argument("--role", choices=("retriever", "evolver"), default="retriever")
-    m.add_argument("--teacher", default="local", help="model spec of the text turns (local)")
+    m.add_argument(
+        "--teacher",
+        default=DEFAULT_MODEL_SPEC,
+        help=f"model spec of the text turns ({DEFAULT_MODEL_SPEC})",
+    )
     m.add_argument(
         "--keep",
         choices=("correct", "valid"),
         default="correct",
         help="rejection rule: well formed and task-correct (default), or well formed only",
     )
-    m.add_argument("--limit", type=positive_int, default=8, help="training tasks (8)")
     m.add_argument(
-        "--max-new-tokens", type=positive_int, default=128, help="teacher reply cap (128)"
+        "--limit", type=positive_int, default=MID_TASKS, help=f"training tasks ({MID_TASKS})"
+    )
+    m.add_argument(
+        "--max-new-tokens",
+        type=positive_int,
+        default=TRAINING_MAX_NEW_TOKENS,
+        help=f"teacher reply cap ({TRAINING_MAX_NEW_TOKENS})",
     )
     m.set_defaults(func=_mid)
 

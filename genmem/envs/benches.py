@@ -336,7 +336,7 @@ class QASearchOptions(EnvOptions):
         default=DEFAULT_SEARCH_K,
         ge=1,
         le=20,
-        description=f"passages per search ({DEFAULT_SEARCH_K})",
+        description="passages per search",
     )
 
     @model_validator(mode="after")
@@ -458,9 +458,9 @@ TEXTWORLD_TRAIN_SEED = 10_000
 class TextWorldOptions(EnvOptions):
     """The seeded set of TextWorld games."""
 
-    games: int = Field(default=10, ge=1, description="TextWorld games (10)")
+    games: int = Field(default=10, ge=1, description="TextWorld games")
     # The multiple-choice task files shuffle their options with this seed too.
-    seed: int = Field(default=0, ge=0, description="TextWorld set / option shuffle seed (0)")
+    seed: int = Field(default=0, ge=0, description="TextWorld set / option shuffle seed")
 
 
 def _open_textworld(bench: str, options: TextWorldOptions) -> Environment:

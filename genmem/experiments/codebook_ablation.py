@@ -38,6 +38,7 @@ from genmem.experiments.codebook_policy import (
     paired_rows,
     rate,
 )
+from genmem.policies.baselines import DEFAULT_K
 
 __all__ = ["AblationConfig", "AblationReport", "AblationRow", "run_codebook_ablation"]
 
@@ -58,7 +59,7 @@ class AblationConfig:
     """Codebook shapes compared (the defaults have equal capacity)."""
     prefixes: tuple[bool, ...] = (True, False)
     """Encode with the experience prefix (True), as plain text (False), or both."""
-    candidates: int = 50
+    candidates: int = DEFAULT_K
     """Candidates the quantizer proposes per question (its beam)."""
     seed: int = 0
 

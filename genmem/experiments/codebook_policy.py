@@ -28,6 +28,9 @@ from pydantic import BaseModel, Field
 from genmem.envs.stats import DEFAULT_INTERVALS, IntervalSettings, PairedDiff
 from genmem.errors import GenMemError
 from genmem.graph.stack import DEFAULT_MAX_STEPS
+from genmem.policies.backends import DEFAULT_MODEL_SPEC
+from genmem.policies.baselines import DEFAULT_K
+from genmem.policies.types import RETRIEVER_ALLOWED, AllowedMode
 
 __all__ = [
     "METHODS",
@@ -75,7 +78,7 @@ class PolicySettings:
     """Optimiser steps of each bank's alignment (0: no aligned policy)."""
     preset: str = "cpu-lora"
     """Training preset of the alignments (as ``genmem train align --config``)."""
-    candidates: int = 50
+    candidates: int = DEFAULT_K
     """Candidates every addresser proposes per held-out question."""
     align_eval: int = 32
     """Queries per split of the alignment's own before/after prefix accuracy (0: none)."""
@@ -83,13 +86,13 @@ class PolicySettings:
     """Tasks scored through the graph per bank (0: none)."""
     bench: str = "gsm8k-test"
     """Bench the tasks come from."""
-    model: str = "local"
+    model: str = DEFAULT_MODEL_SPEC
     """Chat model of the graph's roles."""
     max_steps: int = DEFAULT_MAX_STEPS
     """StackPlanner's step budget."""
     max_new_tokens: int | None = None
     """Reply cap of every model call."""
-    allowed: str = "occupied"
+    allowed: AllowedMode = RETRIEVER_ALLOWED
     """SIDs MemRetriever may decode in the task runs (all, occupied, prefix)."""
 
     def __post_init__(self) -> None:
@@ -278,7 +281,7 @@ def _task_settings(settings: PolicySettings, methods: list[str], bank_url: str |
         model=settings.model,
         bank_url=bank_url,
         addresser="auto",
-        allowed=settings.allowed,  # type: ignore[arg-type]
+        allowed=settings.allowed,
         max_steps=settings.max_steps,
         max_new_tokens=settings.max_new_tokens,
     )

@@ -52,6 +52,8 @@ from genmem.experiments.experience_schemas import (
 from genmem.graph.stack import DEFAULT_MAX_STEPS
 from genmem.memory.data_block import data_block, escape_data
 from genmem.memory.gate import check_payload
+from genmem.memory.sid import DEFAULT_SIZES
+from genmem.policies.backends import DEFAULT_MODEL_SPEC
 from genmem.policies.prompts import (
     ASSESS_PROMPT,
     ATTEMPT_PROMPT,
@@ -82,22 +84,32 @@ class ColdStartConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    attempts: int = Field(default=2, ge=1, le=16, description="StackPlanner tries per query.")
-    limit: int | None = Field(default=None, ge=1, description="First N training queries.")
-    sizes: tuple[int, ...] = Field(default=(48, 16, 8, 8), description="Codebook sizes to fit.")
-    codebook: str | None = Field(default=None, description="Reuse these codebooks; no fit.")
-    model: str = Field(default="local", description="Chat model spec for every stage.")
-    max_new_tokens: int | None = Field(default=None, ge=1, description="Attempt reply cap.")
+    attempts: int = Field(default=2, ge=1, le=16, description="StackPlanner tries per task, K.")
+    limit: int | None = Field(default=None, ge=1, description="First N tasks.")
+    sizes: tuple[int, ...] = Field(default=DEFAULT_SIZES, description="Codebook sizes to fit.")
+    codebook: str | None = Field(
+        default=None, description="Reuse these codebooks instead of fitting."
+    )
+    model: str = Field(default=DEFAULT_MODEL_SPEC, description="Model spec for every stage.")
+    max_new_tokens: int | None = Field(
+        default=None, ge=1, description="Reply cap of an attempt's calls."
+    )
     max_steps: int = Field(
-        default=DEFAULT_MAX_STEPS, ge=1, description="StackPlanner's step budget per try."
+        default=DEFAULT_MAX_STEPS, ge=1, description="StackPlanner's steps per attempt."
     )
     temperature: float = Field(default=0.7, ge=0.0, description="Sampling of tries 2..K.")
-    merge: Literal["llm", "concat"] = Field(default="llm", description="Leaf consolidation.")
+    merge: Literal["llm", "concat"] = Field(
+        default="llm",
+        description="How records on one SID become one entry (llm: the model merges; concat: "
+        "joined).",
+    )
     retries: int = Field(default=2, ge=0, le=5, description="Retries of an unparsable reply.")
     max_field_chars: int | None = Field(
-        default=100, ge=10, description="Cap per written field (a small model must close JSON)."
+        default=100,
+        ge=10,
+        description="Cap per field the model writes (a small model must close its JSON).",
     )
-    max_records: int = Field(default=2, ge=1, le=8, description="Experiences per query, at most.")
+    max_records: int = Field(default=2, ge=1, le=8, description="Experiences per task, at most.")
     merge_tokens: int = Field(default=400, ge=16, description="Reply cap of an LLM merge.")
     structured_tokens: int = Field(
         default=640,
@@ -114,8 +126,8 @@ class ColdStartConfig(BaseModel):
     synthesise_prefix_depth: int | None = Field(
         default=None,
         ge=1,
-        description="Also write one general skill card per cluster of records that share their "
-        "first D SID levels (None: no synthesis).",
+        description="Also write one general skill card per cluster of records sharing their "
+        "first D SID levels (2 or more records), through the write gate; off by default.",
     )
     synthesise_min_records: int = Field(
         default=2, ge=2, description="Records a cluster needs before a skill card is written."

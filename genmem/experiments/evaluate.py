@@ -35,7 +35,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from genmem.envs.base import Environment, Outcome, Task
 from genmem.envs.bundled import append_jsonl, jsonl_rows, replace_jsonl
@@ -48,8 +48,8 @@ from genmem.envs.stats import (
     paired_difference,
 )
 from genmem.experiments.methods import Method, check_methods, method_generator
+from genmem.experiments.run_settings import GraphRunSettings
 from genmem.experiments.runner import memory_op
-from genmem.graph.stack import DEFAULT_MAX_STEPS
 
 __all__ = [
     "EvalRecord",
@@ -66,37 +66,14 @@ __all__ = [
 _TASK: ContextVar[Task] = ContextVar("genmem_eval_task")
 
 
-class EvalSettings(BaseModel):
-    """What an evaluation runs: methods, tasks, model, bank and budgets."""
-
-    model_config = ConfigDict(extra="forbid")
+class EvalSettings(GraphRunSettings):
+    """What an evaluation runs: methods, tasks and bank, beside the model and budgets of
+    :class:`~genmem.experiments.run_settings.GraphRunSettings`."""
 
     methods: list[Method] = Field(default_factory=lambda: ["none", "tfidf", "dense", "sid"])
     limit: int | None = Field(default=None, ge=1, description="First N tasks.")
-    model: str = Field(default="local", description="Chat model spec for every role.")
     bank_url: str | None = Field(default=None, description="The bank memory methods read.")
     mode: Literal["read_only", "evolve"] = "read_only"
-    candidates: int = Field(default=8, ge=1, le=50, description="Candidate budget per method.")
-    allowed: Literal["all", "occupied", "prefix"] = Field(
-        default="occupied", description="SIDs the sid method may decode."
-    )
-    rerank: bool = Field(default=True, description="Rerank candidates against the task.")
-    addresser: Literal["auto", "generative", "quantizer"] = Field(
-        default="auto",
-        description="What addresses for the sid method (auto: an aligned policy, else the "
-        "quantizer); each record says which did.",
-    )
-    memory_k: int = Field(default=5, ge=1, le=50, description="Entries a lookup returns.")
-    max_steps: int = Field(
-        default=DEFAULT_MAX_STEPS, ge=1, description="StackPlanner's step budget."
-    )
-    max_new_tokens: int | None = Field(
-        default=None, ge=1, description="Reply cap of every model call (None: the backend's)."
-    )
-    interactor: Literal["tools", "rank"] = Field(
-        default="tools",
-        description="How the game interactor acts: tool calls, or ranking the valid commands.",
-    )
 
     def model_post_init(self, __context: Any) -> None:
         """Validate the method list and that memory methods have a bank."""

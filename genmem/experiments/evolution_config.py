@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from genmem.envs.stats import DEFAULT_INTERVALS, IntervalSettings
 from genmem.experiments.evolution_stats import (
@@ -13,7 +13,7 @@ from genmem.experiments.evolution_stats import (
     CheckpointPair,
     CheckpointScore,
 )
-from genmem.graph.stack import DEFAULT_MAX_STEPS
+from genmem.experiments.run_settings import GraphRunSettings
 
 __all__ = [
     "ABLATION",
@@ -45,50 +45,36 @@ def check_evolve_methods(methods: Sequence[str] | str) -> list[EvolveMethod]:
     return check_methods(methods, EVOLVE_METHODS)
 
 
-class EvolveConfig(BaseModel):
-    """The schedule, the probe methods and the budgets of an evolution run."""
+class EvolveConfig(GraphRunSettings):
+    """The schedule and the probe methods of an evolution run, beside the model and budgets of
+    :class:`~genmem.experiments.run_settings.GraphRunSettings`."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    blocks: int = Field(ge=1, description="Stream blocks; a probe follows each.")
-    block_size: int = Field(ge=1, description="Stream queries per block.")
-    probe_size: int = Field(ge=1, description="Probe queries, sampled once, disjoint from it.")
+    blocks: int = Field(ge=1, description="Stream blocks, B; a probe follows each.")
+    block_size: int = Field(ge=1, description="Stream queries per block, S.")
+    probe_size: int = Field(
+        ge=1, description="Probe queries, P, sampled once, disjoint from the stream."
+    )
     methods: list[EvolveMethod] = Field(default_factory=lambda: ["sid", "frozen", "tfidf", "dense"])
-    model: str = Field(default="local", description="Chat model spec for every role.")
-    candidates: int = Field(default=8, ge=1, le=50, description="Candidate budget per lookup.")
-    rerank: bool = Field(default=True, description="Rerank candidates against the task.")
-    allowed: Literal["all", "occupied", "prefix"] = "occupied"
-    addresser: Literal["auto", "generative", "quantizer"] = Field(
-        default="auto",
-        description="What addresses (auto: an aligned policy generates, else the quantizer).",
-    )
-    memory_k: int = Field(default=5, ge=1, le=50)
-    max_steps: int = Field(default=DEFAULT_MAX_STEPS, ge=1)
-    max_new_tokens: int | None = Field(default=None, ge=1)
-    interactor: Literal["tools", "rank"] = Field(
-        default="tools",
-        description="How the game interactor acts: tool calls, or ranking the valid commands.",
-    )
     seed: int = Field(default=0, ge=0, description="Seed of the probe sample.")
     temperature: float | None = Field(
         default=None,
         ge=0.0,
-        description="Sampling temperature of every role (None: the backend's default; the "
-        "local model decodes greedily).",
+        description="Sampling temperature of every role (default: the model's own; the local "
+        "model decodes greedily).",
     )
     seeds: int = Field(
         default=1,
         ge=1,
-        description="Decoding seeds the whole run is repeated over, pooled in the summary "
-        "(a greedy model runs once: seeds change nothing).",
+        description="Repeat the run over N decoding seeds and pool the probes by task "
+        "(sampling models only: a greedy model runs once, as every seed would decode the same).",
     )
     decode_seed: int = Field(
         default=0, ge=0, description="The decoding seed of this run (set per repeat by seeds)."
     )
     rerun_controls: bool = Field(
         default=False,
-        description="Run the frozen and no-memory controls at every checkpoint even when the "
-        "model decodes greedily (otherwise their unchanged t0 runs are reused).",
+        description="Run the frozen and none controls at every checkpoint even with a greedy "
+        "model (by default their t0 runs are reused: same graph, task and snapshot).",
     )
 
     @field_validator("methods", mode="before")

@@ -53,7 +53,7 @@ from genmem.policies.addressing import Addresser, addresser_name, check_addresse
 from genmem.policies.backends import load_chat_model
 from genmem.policies.prompts import NO_MEMORY_ANSWER, retriever_prompt, retriever_user_message
 from genmem.policies.rerank import Reranker
-from genmem.policies.types import AllowedMode, SIDGenerator
+from genmem.policies.types import RETRIEVER_ALLOWED, AllowedMode, SIDGenerator
 from genmem.tools.lookup import DEFAULT_MAX_SIDS, create_memory_lookup_tool
 
 __all__ = [
@@ -111,8 +111,9 @@ class RetrieverConfig:
     """SID candidates to decode (1 = greedy)."""
     rerank: bool = False
     """Look the candidates up and take the SID whose payload best matches the task."""
-    allowed: AllowedMode = "all"
-    """Which SIDs the decoder may produce (``occupied`` needs the bank at decode time)."""
+    allowed: AllowedMode = RETRIEVER_ALLOWED
+    """Which SIDs the decoder may produce (default ``occupied``: only addresses holding an
+    entry)."""
     addresser: Addresser = "auto"
     """``auto`` (an aligned policy generates, else the quantizer), ``generative``, ``quantizer``;
     ignored when the graph is given its own ``sid_generator``."""

@@ -24,7 +24,7 @@ from genmem.graph.stack import StackBudget
 from genmem.graph.stackplanner import StackPlannerConfig
 from genmem.policies.addressing import Addresser
 from genmem.policies.backends import capped_chat_model
-from genmem.policies.types import AllowedMode
+from genmem.policies.types import RETRIEVER_ALLOWED, AllowedMode
 
 __all__ = ["closed_loop"]
 
@@ -35,7 +35,7 @@ def closed_loop(
     sid_model: str | None = None,
     max_new_tokens: int | None = None,
     beam: int = 1,
-    allowed: AllowedMode = "all",
+    allowed: AllowedMode = RETRIEVER_ALLOWED,
     addresser: Addresser = "auto",
     max_steps: int | None = None,
     scorer: Scorer | None = None,
@@ -55,7 +55,8 @@ def closed_loop(
             ``model`` decodes SIDs there instead of on the chat model.
         max_new_tokens: Reply cap for a spec ``model`` (None: the backend's default).
         beam: SID candidates per query; above 1 they are reranked.
-        allowed: Which SIDs MemRetriever may produce: ``all``, ``occupied`` or ``prefix``.
+        allowed: Which SIDs MemRetriever may produce: ``occupied`` (default: only addresses
+            holding an entry), ``prefix`` or ``all``.
         addresser: ``auto`` (generate with a policy aligned to the bank, else quantise),
             ``generative`` or ``quantizer``.
         max_steps: StackPlanner's step budget (None: its default).

@@ -73,6 +73,7 @@ from genmem.memory.sid import DEFAULT_SIZES, SID, SIDSpec
 
 __all__ = [
     "CENTRES_FILE",
+    "DEFAULT_WEIGHT",
     "METADATA_FILE",
     "CodebookMetadata",
     "Codebooks",
@@ -84,6 +85,8 @@ __all__ = [
 ]
 
 Distance = Literal["euclidean", "spherical", "weighted"]
+DEFAULT_WEIGHT = 0.5
+"""The balance exponent ``w`` of ``weighted`` assignment when none is given (the paper's)."""
 """How a level picks its code: see the module docstring for the exact rules."""
 
 DISTANCES: tuple[str, ...] = get_args(Distance)
@@ -142,7 +145,7 @@ class RQKMeansConfig:
                 f"distance={self.distance!r} is unknown; use one of {', '.join(DISTANCES)}"
             )
         if self.distance == "weighted":
-            w = 0.5 if self.weight is None else float(self.weight)
+            w = DEFAULT_WEIGHT if self.weight is None else float(self.weight)
             if not math.isfinite(w) or w < 0:
                 raise CodebookError(
                     f"weight={self.weight!r} must be a finite number >= 0 (0 means Euclidean); "

@@ -22,7 +22,13 @@ from tqdm.auto import tqdm
 
 from genmem.errors import CodebookError
 from genmem.memory.metrics import CodebookMetrics, codebook_metrics
-from genmem.memory.rqkmeans import Codebooks, RQKMeans, RQKMeansConfig, as_embeddings
+from genmem.memory.rqkmeans import (
+    DEFAULT_WEIGHT,
+    Codebooks,
+    RQKMeans,
+    RQKMeansConfig,
+    as_embeddings,
+)
 from genmem.memory.sid import SIDSpec
 
 __all__ = [
@@ -59,6 +65,10 @@ class SearchRow(CodebookMetrics):
         return "x".join(map(str, self.sizes))
 
 
+_FIT = RQKMeansConfig()
+"""The fit settings a search uses unless told otherwise: RQ-KMeans's own defaults."""
+
+
 def parse_configs(text: str) -> list[tuple[int, ...]]:
     """Size tuples written as ``48,16,8,8;48,24,24`` (or with ``x``); bad text raises ValueError."""
     parts = [p for p in text.split(";") if p.strip()]
@@ -72,10 +82,10 @@ def search_configs(
     configs: Sequence[Sequence[int]],
     distances: Sequence[str],
     *,
-    weight: float = 0.5,
-    seed: int = 0,
-    n_init: int = 1,
-    max_iter: int = 100,
+    weight: float = DEFAULT_WEIGHT,
+    seed: int = _FIT.seed,
+    n_init: int = _FIT.n_init,
+    max_iter: int = _FIT.max_iter,
     heldout: float = 0.0,
     progress: bool = True,
 ) -> list[SearchRow]:

@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from genmem.policies.local import LocalPolicy, load_policy
 
 __all__ = [
+    "DEFAULT_MAX_NEW_TOKENS",
     "ChatLocal",
     "HermesToolsMixin",
     "content_text",
@@ -52,6 +53,9 @@ __all__ = [
     "schema_output",
     "to_chat_messages",
 ]
+
+DEFAULT_MAX_NEW_TOKENS = 256
+"""Reply cap of a local model's calls when nobody sets one (a served model keeps its own)."""
 
 _CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 
@@ -254,7 +258,9 @@ class ChatLocal(HermesToolsMixin):
     model_path: str | None = Field(
         default=None, description="Policy directory; None means the embedded default model."
     )
-    max_new_tokens: int = Field(default=256, ge=1, description="Reply length cap in tokens.")
+    max_new_tokens: int = Field(
+        default=DEFAULT_MAX_NEW_TOKENS, ge=1, description="Reply length cap in tokens."
+    )
     temperature: float = Field(default=0.0, ge=0.0, description="0 decodes greedily.")
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     repetition_penalty: float = Field(default=1.0, gt=0.0)

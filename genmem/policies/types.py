@@ -14,11 +14,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from genmem.memory.sid import SIDSpec
 
-__all__ = ["AllowedMode", "SIDCandidate", "SIDGenerator"]
+__all__ = ["RETRIEVER_ALLOWED", "AllowedMode", "SIDCandidate", "SIDGenerator"]
 
 AllowedMode = Literal["all", "occupied", "prefix"]
 """Which SIDs constrained decoding may produce: every address of the spec, only occupied
 leaves of a bank, or any leaf under an occupied parent (the depth L-1 prefix of some entry)."""
+
+RETRIEVER_ALLOWED: AllowedMode = "occupied"
+"""Which SIDs a memory reader (MemRetriever) decodes by default: only addresses that hold an
+entry, so every candidate's lookup finds a payload. Writers (MemEvolver, composition) and the
+bare decoders keep ``all``: an update may go to an empty address, and a decoder may have no bank
+to read the occupied ones from."""
 
 
 class SIDCandidate(BaseModel):

@@ -101,10 +101,16 @@ class AlignDataConfig(BaseModel):
         description="lambda per mapping (Eq. 6), as sampling multiplicity; 0 drops a mapping.",
     )
     heldout: float = Field(
-        default=0.1, ge=0.0, lt=1.0, description="Fraction of queries kept out of training."
+        default=0.1,
+        ge=0.0,
+        lt=1.0,
+        description="Share of the queries kept out of training to measure the alignment (0 "
+        "trains on all of them and measures no held-out accuracy).",
     )
     max_heldout: int = Field(default=200, ge=0, description="Cap on held-out query pairs.")
-    max_context_tokens: int = Field(default=512, ge=16, description="Forward-context cap.")
+    max_context_tokens: int = Field(
+        default=512, ge=16, description="Forward contexts keep their last N tokens."
+    )
     max_target_chars: int = Field(default=1200, ge=40, description="Reverse-target cap.")
     seed: int = 0
 

@@ -39,7 +39,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from genmem.envs.scoring import DEFAULT_PARTIAL_BONUS
 
 __all__ = [
+    "GRPO_TASKS",
+    "MID_TASKS",
     "PRESETS",
+    "TRAINING_LOOKUP_K",
+    "TRAINING_MAX_NEW_TOKENS",
     "Completion",
     "RolloutConfig",
     "Stage",
@@ -59,6 +63,22 @@ __all__ = [
 Stage = Literal["align", "mid", "grpo"]
 Completion = Literal["whole", "sid"]
 """What GRPO trains: the memory agent's whole turn, or its SID turn alone."""
+
+TRAINING_LOOKUP_K = 3
+"""Entries a lookup returns in the graphs that training runs: mid-training traces and GRPO
+rollouts use the same number, so the policy trains on lookups of one size. A training setting of
+its own, smaller than the lookup tool's ``DEFAULT_LOOKUP_K`` (5) that evaluation and evolution
+use."""
+
+GRPO_TASKS = 4
+"""Training tasks GRPO samples its groups from unless told otherwise."""
+
+MID_TASKS = 8
+"""Training tasks whose traces mid-training collects unless told otherwise."""
+
+TRAINING_MAX_NEW_TOKENS = 128
+"""Reply cap of the text turns in the graphs that training runs: the teacher's in mid-training
+traces, the graph's calls and the policy's rewrite or decision in GRPO rollouts."""
 
 
 class TrainPreset(BaseModel):
@@ -372,19 +392,28 @@ class RolloutConfig(BaseModel):
         ge=0,
         description="Outcome bonus when both runs succeed (Eq. 4); evaluation uses the same.",
     )
-    memory_k: int = Field(default=3, ge=1, description="Entries a lookup returns.")
-    max_steps: int = Field(default=1, ge=1, description="StackPlanner steps per run.")
+    memory_k: int = Field(
+        default=TRAINING_LOOKUP_K,
+        ge=1,
+        description="Entries a rollout's lookup returns: TRAINING_LOOKUP_K, as in the "
+        "mid-training traces (evaluation's lookups return DEFAULT_LOOKUP_K, 5).",
+    )
+    max_steps: int = Field(default=1, ge=1, description="StackPlanner steps per rollout.")
     max_new_tokens: int = Field(
-        default=128,
+        default=TRAINING_MAX_NEW_TOKENS,
         ge=1,
         description="Reply cap of the graph's calls and of the policy's rewrite or decision.",
     )
-    judge: bool = Field(default=True, description="Call the LLM judge (False: judge parts 0).")
+    judge: bool = Field(
+        default=True,
+        description="Call the LLM judge; without it the judge's reward parts are 0.",
+    )
     max_context_tokens: int = Field(default=512, ge=16)
     constrained: bool = Field(
         default=False,
         description="Sample the SID turn under the SID trie (always valid, format reward 1); "
-        "False samples freely with TRL's generator (vLLM when configured), as the paper does.",
+        "without it the turn is sampled freely with TRL's generator (vLLM when configured), as "
+        "the paper does.",
     )
     concurrency: int = Field(
         default=1,

@@ -37,6 +37,7 @@ from pydantic import BaseModel, Field
 from genmem.envs.base import Environment
 from genmem.errors import TooManyFailures
 from genmem.training.config import (
+    GRPO_TASKS,
     TrainPreset,
     grpo_args,
     partitions,
@@ -99,7 +100,7 @@ def run_grpo(
     model: str | None = None,
     chat_model: str | BaseChatModel = "local",
     roles: Sequence[Role] = ("retriever", "evolver"),
-    limit: int = 4,
+    limit: int = GRPO_TASKS,
     max_steps: int | None = None,
     rollout: RolloutConfig | None = None,
     progress: bool = True,

@@ -40,7 +40,14 @@ from genmem.policies.prompts import (
 )
 from genmem.policies.sid_decoding import address_prompt
 from genmem.training.adapters import merge_adapter
-from genmem.training.config import TrainPreset, partitions, training_device
+from genmem.training.config import (
+    MID_TASKS,
+    TRAINING_LOOKUP_K,
+    TRAINING_MAX_NEW_TOKENS,
+    TrainPreset,
+    partitions,
+    training_device,
+)
 from genmem.training.distributed import shard, unshard
 from genmem.training.dynamics import plot_loss
 from genmem.training.graph_runs import planner_graph, scratch_bank, solve
@@ -124,7 +131,8 @@ class _Collector:
 
     def retriever_trace(self, task: Task) -> dict[str, Any]:
         state = self.retriever.invoke(
-            {"query": task.query}, context={"bank_url": self.bank_url, "memory_k": 3}
+            {"query": task.query},
+            context={"bank_url": self.bank_url, "memory_k": TRAINING_LOOKUP_K},
         )
         support = state.get("support") or ""
         valid = (
@@ -156,7 +164,7 @@ class _Collector:
         with scratch_bank(self.bank_url, self.scratch / "scratch.db") as url:
             state = self.evolver.invoke(
                 {"query": task.query, "trajectory": trajectory, "outcome": outcome},
-                context={"bank_url": url, "memory_k": 3},
+                context={"bank_url": url, "memory_k": TRAINING_LOOKUP_K},
             )
         applied = bool(state.get("update"))
         return {
@@ -180,8 +188,8 @@ def run_mid(
     model: str | None = None,
     teacher: str | Any = "local",
     keep: Keep = "correct",
-    limit: int = 8,
-    max_new_tokens: int = 128,
+    limit: int = MID_TASKS,
+    max_new_tokens: int = TRAINING_MAX_NEW_TOKENS,
     max_steps: int | None = None,
     progress: bool = True,
 ) -> MidReport:

@@ -1,0 +1,70 @@
+"""The model, addressing and budgets of a graph run, shared by evaluation and evolution.
+
+:class:`GraphRunSettings` owns each of these values once: :class:`~genmem.experiments.evaluate.
+EvalSettings` and :class:`~genmem.experiments.evolution_config.EvolveConfig` extend it, and the
+``genmem`` commands generate their ``--model``, ``--candidates``, ``--no-rerank``, ``--allowed``,
+``--addresser``, ``--memory-k``, ``--max-steps``, ``--max-new-tokens`` and ``--interactor`` flags
+from its fields (:mod:`genmem.cli.fields`), so a default is written here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from genmem.graph.stack import DEFAULT_MAX_STEPS
+from genmem.policies.backends import DEFAULT_MODEL_SPEC
+from genmem.policies.chat_local import DEFAULT_MAX_NEW_TOKENS
+from genmem.policies.types import RETRIEVER_ALLOWED, AllowedMode
+from genmem.tools.lookup import DEFAULT_LOOKUP_K
+
+__all__ = ["DEFAULT_CANDIDATES", "GraphRunSettings"]
+
+DEFAULT_CANDIDATES = 8
+"""SID candidates decoded per lookup in a graph run, reranked against the task."""
+
+
+class GraphRunSettings(BaseModel):
+    """How every graph run of an experiment addresses, reads memory and spends its budget."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(default=DEFAULT_MODEL_SPEC, description="Model spec for every role.")
+    candidates: int = Field(
+        default=DEFAULT_CANDIDATES, ge=1, le=50, description="Candidate budget per lookup."
+    )
+    rerank: bool = Field(
+        default=True,
+        description="Rerank the candidates against the task; without it they keep their own order.",
+    )
+    allowed: AllowedMode = Field(
+        default=RETRIEVER_ALLOWED,
+        description="SIDs MemRetriever may generate: occupied (only addresses that hold "
+        "entries), prefix (any leaf under an occupied parent) or all.",
+    )
+    addresser: Literal["auto", "generative", "quantizer"] = Field(
+        default="auto",
+        description="What chooses an SID: generative (the policy decodes it), quantizer (encode, "
+        "then quantise with the bank's frozen codebooks: the cold-start path) or auto "
+        "(generative when the policy was SID-aligned to the bank's codebooks, else quantizer); "
+        "each record says which did.",
+    )
+    memory_k: int = Field(
+        default=DEFAULT_LOOKUP_K, ge=1, le=50, description="Entries a lookup returns."
+    )
+    max_steps: int = Field(
+        default=DEFAULT_MAX_STEPS, ge=1, description="Coordinator (StackPlanner) steps per task."
+    )
+    max_new_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description=f"Reply cap of every model call (default {DEFAULT_MAX_NEW_TOKENS} for a "
+        "local model; a served model keeps its own).",
+    )
+    interactor: Literal["tools", "rank"] = Field(
+        default="tools",
+        description="How the interactor plays a game (TextWorld, ALFWorld): tools writes "
+        "tool calls; rank scores every valid command by the model's likelihood and "
+        "plays the best, which a small local model can do (local models only).",
+    )
