@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 _LISTEN = "0A"
@@ -35,3 +38,21 @@ def loopback_only(port: int) -> bool:
     """True when ``port`` listens, and only on loopback addresses."""
     hosts = listening_hosts(port)
     return bool(hosts) and all(ipaddress.ip_address(h).is_loopback for h in hosts)
+
+
+@contextmanager
+def untouched_port() -> Iterator[int]:
+    """A loopback port that listens, yielded; on exit, asserts that nothing connected to it."""
+    listener = socket.socket()
+    try:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.setblocking(False)
+        yield listener.getsockname()[1]
+        try:
+            listener.accept()
+        except BlockingIOError:
+            return
+        raise AssertionError("a connection arrived at a port nothing may reach")
+    finally:
+        listener.close()

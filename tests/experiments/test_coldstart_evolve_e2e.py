@@ -35,6 +35,7 @@ def test_coldstart_bank_then_online_evolution(tmp_path, monkeypatch, capsys) -> 
         "--sizes", "2,2,2,2", "--merge", "concat", "--max-steps", "1",
         "--max-new-tokens", "16", "--max-field-chars", "12", "--max-records", "1",
         "--bank", bank, "--out", str(out), "--json", "--no-gate", "--synthesise-prefix-depth", "1",
+        "--retries", "0",
     ]  # fmt: skip
     # --no-gate: at 12 characters a field, the untrained model's records are junk the write gate
     # refuses (every field "Natalia sold"); this test is about the pipeline's mechanics, and the

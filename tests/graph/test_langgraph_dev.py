@@ -263,37 +263,29 @@ def test_the_opt_in_keeps_runs_inside_the_root_and_off_other_hosts(
     """With ``GENMEM_CLIENT_BANK_URLS`` a run may name a bank file under the root only: a path
     outside it, a symlink out of it, a PostgreSQL host not listed are refused before anything is
     opened (no file appears, no connection arrives)."""
-    import socket
+    from tests._sockets import untouched_port
 
     outside = tmp_path / "outside"
     outside.mkdir()
     link = bank_root / "link-out"
     link.symlink_to(outside)
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    listener.setblocking(False)
-    port = listener.getsockname()[1]
-    refused = [
-        f"sqlite:///{outside}/new.db?bank=gsm",
-        f"sqlite:///{bank_root}/../outside-too.db?bank=gsm",
-        f"sqlite:///{link}/new.db?bank=gsm",
-        f"postgresql://u:pw@127.0.0.1:{port}/db?bank=gsm",
-    ]
     try:
-        for url in refused:
-            out: Any = client.runs.wait(
-                None,
-                "bank_lookup",
-                input={"sid_list": ["<SID_L1_0><SID_L2_0><SID_L3_0><SID_L4_0>"]},
-                context={"bank_url": url},
-                raise_error=False,
-            )
-            assert out["__error__"]["error"] == "BankAccessDenied", (url, out)
-        with pytest.raises(BlockingIOError):
-            listener.accept()  # nothing connected
+        with untouched_port() as port:
+            for url in (
+                f"sqlite:///{outside}/new.db?bank=gsm",
+                f"sqlite:///{bank_root}/../outside-too.db?bank=gsm",
+                f"sqlite:///{link}/new.db?bank=gsm",
+                f"postgresql://u:pw@127.0.0.1:{port}/db?bank=gsm",
+            ):
+                out: Any = client.runs.wait(
+                    None,
+                    "bank_lookup",
+                    input={"sid_list": ["<SID_L1_0><SID_L2_0><SID_L3_0><SID_L4_0>"]},
+                    context={"bank_url": url},
+                    raise_error=False,
+                )
+                assert out["__error__"]["error"] == "BankAccessDenied", (url, out)
     finally:
-        listener.close()
         link.unlink()
     assert list(outside.iterdir()) == [] and not (bank_root.parent / "outside-too.db").exists()
 
