@@ -131,12 +131,15 @@ def test_rollout_config_defaults_and_refusals() -> None:
 
 
 def test_grpo_flags_take_their_help_from_the_rollout_config() -> None:
-    from genmem.cli.train import _rollout_help
+    from genmem.cli.main import build_parser
+    from genmem.cli.reference import _walk
     from genmem.training.config import RolloutConfig
 
+    (grpo,) = [p for prog, _, p in _walk(build_parser(), None) if prog.endswith("train grpo")]
+    helps = {a.dest: str(a.help) for a in grpo._actions}
     for name in ("completion", "max_failures"):
         description = str(RolloutConfig.model_fields[name].description)
-        assert _rollout_help(name).startswith(description.rstrip("."))
+        assert helps[name].lower().startswith(description.rstrip(".").lower())
 
 
 def test_each_process_places_its_copy_on_its_own_gpu(monkeypatch) -> None:
