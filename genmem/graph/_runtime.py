@@ -3,6 +3,7 @@ with a sync and an async body."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -17,7 +18,7 @@ from langgraph.runtime import Runtime
 from genmem.memory.bank import Bank
 from genmem.tools.lookup import aresolve_bank, resolve_bank
 
-__all__ = ["abank_from_runtime", "bank_from_runtime", "sync_and_async"]
+__all__ = ["AddressingNodes", "abank_from_runtime", "bank_from_runtime", "sync_and_async"]
 
 
 class _Access:
@@ -50,3 +51,25 @@ def sync_and_async(
     """A node that runs ``func`` under ``invoke``/``stream`` and ``afunc`` under ``ainvoke``/
     ``astream``; both take the same parameters (``state``, ``runtime``)."""
     return RunnableCallable(func, afunc, name=func.__name__, trace=False)
+
+
+class AddressingNodes:
+    """Node classes whose ``address`` step is :meth:`address_in` on the run's bank.
+
+    ``address`` serves ``invoke``/``stream``; ``aaddress`` serves ``ainvoke``/``astream``: the
+    bank opens through its async API, and decoding (a local model, bank reads) runs in a worker
+    thread, off the event loop.
+    """
+
+    def address_in(self, state: Any, bank: Bank, context: Any) -> Any:
+        """The node's work on ``state`` with ``bank`` and the run context."""
+        raise NotImplementedError
+
+    def address(self, state: Any, runtime: Runtime[Any]) -> Any:
+        """:meth:`address_in` on the run's bank."""
+        return self.address_in(state, bank_from_runtime(runtime), runtime.context or {})
+
+    async def aaddress(self, state: Any, runtime: Runtime[Any]) -> Any:
+        """:meth:`address` under ``ainvoke``/``astream``."""
+        bank = await abank_from_runtime(runtime)
+        return await asyncio.to_thread(self.address_in, state, bank, runtime.context or {})

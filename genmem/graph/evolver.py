@@ -36,7 +36,6 @@ reason), and the final ``error`` says why nothing was written when that is the r
 
 from __future__ import annotations
 
-import asyncio
 import json
 import operator
 import re
@@ -62,7 +61,12 @@ from genmem.errors import (
     SlotOccupied,
     VersionConflict,
 )
-from genmem.graph._runtime import abank_from_runtime, bank_from_runtime, sync_and_async
+from genmem.graph._runtime import (
+    AddressingNodes,
+    abank_from_runtime,
+    bank_from_runtime,
+    sync_and_async,
+)
 from genmem.graph.addressing import BankGenerators, GeneratorFactory
 from genmem.graph.retriever import MemoryContext
 from genmem.graph.trajectory import render_trajectory
@@ -567,7 +571,7 @@ class _Write:
         return {"update": result.model_dump(), "error": None, "events": [event]}
 
 
-class EvolverNodes:
+class EvolverNodes(AddressingNodes):
     """MemEvolver's nodes, as methods that can be called on a state (and a bank) directly.
 
     :func:`build_evolver_graph` wires them: ``address``, then (:meth:`after_address`)
@@ -593,17 +597,6 @@ class EvolverNodes:
     def will_retry(self, kind: str, attempts: int) -> bool:
         """Whether a rejection of this kind after ``attempts`` decisions is asked about again."""
         return kind in _RETRYABLE and attempts <= self.config.max_retries
-
-    def address(self, state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
-        """:meth:`address_in` on the run's bank."""
-        return self.address_in(state, bank_from_runtime(runtime), runtime.context or {})
-
-    async def aaddress(self, state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
-        """:meth:`address` under ``ainvoke``/``astream``."""
-        # The bank opens through its async API; decoding (local model, maybe bank reads) runs
-        # in a worker thread, off the event loop.
-        bank = await abank_from_runtime(runtime)
-        return await asyncio.to_thread(self.address_in, state, bank, runtime.context or {})
 
     def address_in(self, state: EvolverState, bank: Bank, context: MemoryContext) -> EvolverState:
         """The SID for the finished task and the ``memory_lookup`` call that reads it (or the

@@ -26,7 +26,6 @@ directly, which is what makes the address valid by construction.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypedDict
@@ -43,9 +42,11 @@ from langchain_core.messages import (
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
-from langgraph.runtime import Runtime
 
-from genmem.graph._runtime import abank_from_runtime, bank_from_runtime, sync_and_async
+from genmem.graph._runtime import (
+    AddressingNodes,
+    sync_and_async,
+)
 from genmem.graph.addressing import BankGenerators, GeneratorFactory
 from genmem.memory.bank import Bank
 from genmem.memory.gate import check_payload
@@ -173,7 +174,7 @@ def _support(
     return {"messages": [reply], "retrieved": retrieved, **checked}  # type: ignore[typeddict-item]
 
 
-class RetrieverNodes:
+class RetrieverNodes(AddressingNodes):
     """MemRetriever's nodes, as methods that can be called on a state (and a bank) directly.
 
     :func:`build_retriever_graph` wires them: ``address``, then (:meth:`route`) ``lookup``
@@ -192,19 +193,6 @@ class RetrieverNodes:
         self.chat = chat
         self.config = config or RetrieverConfig()
         self.generator_for = BankGenerators(chat, sid_generator, self.config, role="MemRetriever")
-
-    def address(self, state: RetrieverState, runtime: Runtime[MemoryContext]) -> RetrieverState:
-        """:meth:`address_in` on the run's bank."""
-        return self.address_in(state, bank_from_runtime(runtime), runtime.context or {})
-
-    async def aaddress(
-        self, state: RetrieverState, runtime: Runtime[MemoryContext]
-    ) -> RetrieverState:
-        """:meth:`address` under ``ainvoke``/``astream``."""
-        # The bank opens through its async API; decoding and reranking (local model and bank
-        # reads) run in a worker thread, off the event loop.
-        bank = await abank_from_runtime(runtime)
-        return await asyncio.to_thread(self.address_in, state, bank, runtime.context or {})
 
     def address_in(
         self, state: RetrieverState, bank: Bank, context: MemoryContext
