@@ -356,12 +356,14 @@ class ScoringChat(FakeChat):
 
     prefer: list[str] = Field(default_factory=list)
     scored: list[list[BaseMessage]] = Field(default_factory=list)
-    """Every ``score_choices`` call's messages."""
+    """Every ``choice_logprobs`` call's messages."""
 
-    def score_choices(self, messages: Sequence[Any], choices: Sequence[str]) -> list[float]:
+    def choice_logprobs(self, messages: Sequence[Any], choices: Sequence[str]) -> list[Any]:
+        from genmem.policies.choice_scoring import ChoiceLogProb
+
         self.scored.append(list(messages))
         rank = {c: i for i, c in enumerate(self.prefer)}
-        return [-float(rank.get(c, len(rank) + i)) for i, c in enumerate(choices)]
+        return [ChoiceLogProb(-float(rank.get(c, len(rank) + i)), 1) for i, c in enumerate(choices)]
 
 
 _SID_TEXT = re.compile(r"(?:<SID_L\d+_\d+>)+")

@@ -175,6 +175,18 @@ class GameEpisode:
             f"({self._budget()}; a reset does not give steps back)"
         )
 
+    def resume(self) -> str:
+        """Where the game stands, without using a step: the observation and the valid commands.
+
+        An agent that takes over an episode in progress (a later delegation) goes on from here;
+        a lost game restarts as :meth:`reset` does, and a finished episode says it is over.
+        """
+        if self.won or self.steps >= self.max_steps:
+            return self._over_message()
+        if self._state is None or self.lost:
+            return self.reset()
+        return f"{self._state.observation}\n\n{self._commands_line()} ({self._budget()})"
+
     def step(self, command: str) -> str:
         """Play one command: the observation and the valid commands, or why nothing happened."""
         if self.done:
@@ -209,7 +221,7 @@ class GameEpisode:
 
     def view(self) -> dict[str, Any]:
         """What an agent may read of the episode now: observation, valid commands, done, won,
-        and the notes kept from earlier observations (game text)."""
+        the notes kept from earlier observations (game text) and the commands played so far."""
         state = self._state
         return {
             "observation": state.observation if state else "",
@@ -217,6 +229,7 @@ class GameEpisode:
             "done": self.done,
             "won": self.won,
             "notes": list(self.notes),
+            "history": list(self.history),
         }
 
     def _note(self, observation: str) -> None:
@@ -262,8 +275,15 @@ def game_tools(
     """The ``<prefix>_reset`` and ``<prefix>_step`` tools over the episode ``episode()`` returns.
 
     Each returns its text and, as the tool message's artifact, :meth:`GameEpisode.view` (the
-    valid commands in a structured form, for agents that choose among them).
+    valid commands in a structured form, for agents that choose among them). The reset tool's
+    ``metadata["resume"]`` gives the same pair for :meth:`GameEpisode.resume` (the game where it
+    stands, no step used): code that takes over an episode in progress calls it instead of a
+    restart; no model sees it.
     """
+
+    def resume() -> tuple[str, dict[str, Any]]:
+        text = episode().resume()
+        return text, episode().view()
 
     def reset() -> tuple[str, dict[str, Any]]:
         text = episode().reset()
@@ -281,6 +301,7 @@ def game_tools(
             "the valid commands. Steps already used stay used."
         ),
         response_format="content_and_artifact",
+        metadata={"resume": resume},
     )
     step_tool = StructuredTool.from_function(
         func=step,

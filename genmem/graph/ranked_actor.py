@@ -7,12 +7,19 @@ trajectory records, but each turn it scores every valid command (read from the t
 artifact) as the model's whole reply (:mod:`genmem.policies.choice_scoring`) and plays the
 most likely one. It can never play an invalid command, and one turn costs one prompt pass.
 
-A command already played from the same observation, or one whose last result is the observation
+A delegation goes on where the game stands (the reset tool's ``resume``, which uses no step;
+only a game without it is restarted), and the commands shown as played are the episode's. A
+command already played from the same observation, or one whose last result is the observation
 now shown (``inventory`` right after ``inventory``), is not offered again while another remains,
 so a ranking that favours ``look`` cannot loop. Notes the episode keeps (``notes`` in the
 artifact: a recipe read earlier) stay in the prompt on every later turn, as data. The
 retrieved experience, when the run has one, is shown to the ranker as a data block: it, not the
 coordinator, chooses what is played.
+
+``score`` picks how a command's log-probability becomes its rank
+(:func:`~genmem.policies.choice_scoring.rank_scores`): ``mean`` per token, ``sum``, or
+``calibrated``, the sum minus the command's log-probability after the same question with no
+game state (kept per command, so it costs one pass per new command).
 """
 
 from __future__ import annotations
@@ -25,13 +32,23 @@ from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
 from genmem.policies.chat_local import content_text
-from genmem.policies.choice_scoring import ChoiceScorer, ChoiceScoringUnavailable
-from genmem.policies.prompts import RANKING_PROMPT, ranking_user_message
+from genmem.policies.choice_scoring import (
+    ChoiceLogProb,
+    ChoiceScorer,
+    ChoiceScoringUnavailable,
+    ScoreRule,
+    rank_scores,
+)
+from genmem.policies.prompts import (
+    RANKING_PROMPT,
+    ranking_stateless_message,
+    ranking_user_message,
+)
 
 if TYPE_CHECKING:
     from genmem.graph.subagents import SubAgent
 
-__all__ = ["RankedActor", "ranking_prompt"]
+__all__ = ["RankedActor", "offered_commands", "ranking_prompt", "stateless_prompt"]
 
 
 def ranking_prompt(
@@ -51,6 +68,31 @@ def ranking_prompt(
     return [SystemMessage(RANKING_PROMPT), HumanMessage(user)]
 
 
+def stateless_prompt(commands: Sequence[str] = ()) -> list[Any]:
+    """The conversation a calibrated score subtracts: the ranker's question, no game state."""
+    return [SystemMessage(RANKING_PROMPT), HumanMessage(ranking_stateless_message(commands))]
+
+
+def offered_commands(
+    commands: Sequence[str],
+    observation: str,
+    tried: dict[str, set[str]],
+    result: dict[str, str],
+) -> list[str]:
+    """The valid commands the ranker chooses among now.
+
+    A command already played from ``observation`` (``tried``: observation -> commands played
+    from it) or whose last result is ``observation`` (``result``: command -> the observation it
+    last gave) is left out while another remains.
+    """
+    fresh = [
+        c
+        for c in commands
+        if c not in tried.get(observation, set()) and result.get(c) != observation
+    ]
+    return fresh or list(commands)
+
+
 def _tool(tools: Sequence[BaseTool], suffix: str, agent: str) -> BaseTool:
     found = [t for t in tools if t.name.endswith(suffix)]
     if len(found) != 1:
@@ -65,7 +107,7 @@ def _tool(tools: Sequence[BaseTool], suffix: str, agent: str) -> BaseTool:
 class RankedActor:
     """Plays one delegation by ranking valid commands with the model's likelihood."""
 
-    def __init__(self, agent: SubAgent, model: BaseChatModel) -> None:
+    def __init__(self, agent: SubAgent, model: BaseChatModel, score: ScoreRule = "mean") -> None:
         if not isinstance(model, ChoiceScorer):
             raise ChoiceScoringUnavailable(
                 f"sub-agent {agent.name!r} ranks commands, which needs a chat model that scores "
@@ -74,6 +116,8 @@ class RankedActor:
             )
         self.agent = agent
         self.model = model
+        self.score = score
+        self._stateless: dict[str, ChoiceLogProb] = {}  # command -> its score with no state
         self.reset = _tool(agent.tools, "_reset", agent.name)
         self.step = _tool(agent.tools, "_step", agent.name)
 
@@ -87,31 +131,46 @@ class RankedActor:
             )
         return message
 
+    def scores(self, prompt: list[Any], options: Sequence[str]) -> list[float]:
+        """Each option's score under this actor's rule (higher plays first)."""
+        model: Any = self.model
+        given = model.choice_logprobs(prompt, options)
+        if self.score != "calibrated":
+            return rank_scores(self.score, given)
+        new = [c for c in options if c not in self._stateless]
+        if new:
+            base = model.choice_logprobs(stateless_prompt(), new)
+            self._stateless.update(zip(new, base, strict=True))
+        return rank_scores(self.score, given, [self._stateless[c] for c in options])
+
     def run(
         self, task: str, overall: str | None = None, support: str | None = None
     ) -> tuple[str, list[dict[str, Any]]]:
         """The report and the tool calls made, as (name, args, observation) dicts."""
         goal = overall.strip() if overall and overall.strip() else task
-        message = self._call(self.reset, {}, 0)
-        calls = [
-            {"name": self.reset.name, "args": {}, "observation": content_text(message.content)}
-        ]
-        view = message.artifact
+        resume = (self.reset.metadata or {}).get("resume")
+        if callable(resume):  # a later delegation goes on where the game stands
+            text, view = resume()
+            went_on = bool(view.get("history"))  # steps played before: not a fresh start
+            name = (
+                self.reset.name.removesuffix("_reset") + "_resume" if went_on else self.reset.name
+            )
+            calls = [{"name": name, "args": {}, "observation": text}]
+        else:
+            message = self._call(self.reset, {}, 0)
+            text, view = content_text(message.content), message.artifact
+            calls = [{"name": self.reset.name, "args": {}, "observation": text}]
         played: list[str] = []
         tried: dict[str, set[str]] = {}  # observation -> commands played from it
         result: dict[str, str] = {}  # command -> the observation it last gave
         while view["commands"] and len(played) < self.agent.max_tool_calls:
             state = view["observation"]
-            fresh = [
-                c
-                for c in view["commands"]
-                if c not in tried.get(state, set()) and result.get(c) != state
-            ]
-            options = fresh or list(view["commands"])
+            options = offered_commands(view["commands"], state, tried, result)
+            history = view.get("history", played)  # the episode's, earlier delegations too
             prompt = ranking_prompt(
-                goal, state, view["commands"], played, support or "", view.get("notes", ())
+                goal, state, view["commands"], history, support or "", view.get("notes", ())
             )
-            scores = self.model.score_choices(prompt, options)  # type: ignore[attr-defined]
+            scores = self.scores(prompt, options)
             command = options[max(range(len(options)), key=scores.__getitem__)]
             tried.setdefault(state, set()).add(command)
             played.append(command)

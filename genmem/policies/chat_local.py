@@ -21,7 +21,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -40,6 +40,9 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from genmem.policies.local import LocalPolicy, load_policy
+
+if TYPE_CHECKING:
+    from genmem.policies.choice_scoring import ChoiceLogProb
 
 __all__ = [
     "DEFAULT_MAX_NEW_TOKENS",
@@ -334,12 +337,20 @@ class ChatLocal(HermesToolsMixin):
 
     def score_choices(self, messages: Sequence[BaseMessage], choices: Sequence[str]) -> list[float]:
         """Mean per-token log-probability of each choice as the whole assistant reply."""
-        from genmem.policies.choice_scoring import score_choices
+        from genmem.policies.choice_scoring import rank_scores
+
+        return rank_scores("mean", self.choice_logprobs(messages, choices))
+
+    def choice_logprobs(
+        self, messages: Sequence[BaseMessage], choices: Sequence[str]
+    ) -> list[ChoiceLogProb]:
+        """Each choice's summed log-probability as the whole assistant reply, and its tokens."""
+        from genmem.policies.choice_scoring import choice_logprobs
 
         prompt = self.policy.tokenizer.apply_chat_template(
             to_chat_messages(messages), add_generation_prompt=True, tokenize=False
         )
-        return score_choices(self.policy, prompt, choices)
+        return choice_logprobs(self.policy, prompt, choices)
 
     def _complete(
         self, prompt: str, stop: list[str] | None, schema: dict[str, Any] | None = None

@@ -4,22 +4,43 @@ Where the valid replies are known in advance (a text game's admissible commands)
 model to *write* one wastes most of its errors on spelling and format. Scoring each candidate as
 the assistant's whole reply (its tokens and the end-of-turn token) and taking the most likely
 one needs one pass over the prompt and one batched pass over the candidates, and can never
-produce an invalid reply. The score is the mean log-probability per token, so long commands are
-not penalised for their length.
+produce an invalid reply. :func:`choice_logprobs` gives each candidate's summed log-probability
+and its token count, from which a caller ranks by a rule (:func:`rank_scores`: the mean per
+token, the sum, or the sum calibrated by the same candidate's log-probability after a prompt that
+says nothing about the state); :func:`score_choices` is the mean.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from genmem.errors import GenMemError
 from genmem.policies.local import LocalPolicy
 from genmem.policies.prefix_cache import cache_owner
 from genmem.policies.sid_tree import supports_tree
 
-__all__ = ["ChoiceScorer", "ChoiceScoringUnavailable", "score_choices"]
+__all__ = [
+    "SCORE_RULES",
+    "ChoiceLogProb",
+    "ChoiceScorer",
+    "ChoiceScoringUnavailable",
+    "ScoreRule",
+    "choice_logprobs",
+    "rank_scores",
+    "score_choices",
+]
+
+ScoreRule = Literal["mean", "sum", "calibrated"]
+SCORE_RULES: tuple[ScoreRule, ...] = ("mean", "sum", "calibrated")
+
+
+class ChoiceLogProb(NamedTuple):
+    """A candidate reply's summed log-probability (its tokens and the end of turn) and length."""
+
+    total: float
+    tokens: int
 
 
 class ChoiceScoringUnavailable(GenMemError, TypeError):
@@ -30,9 +51,40 @@ class ChoiceScoringUnavailable(GenMemError, TypeError):
 class ChoiceScorer(Protocol):
     """A chat model that scores candidate replies to a conversation."""
 
-    def score_choices(self, messages: Sequence[Any], choices: Sequence[str]) -> list[float]:
-        """The mean per-token log-probability of each choice as the assistant's reply."""
+    def choice_logprobs(
+        self, messages: Sequence[Any], choices: Sequence[str]
+    ) -> list[ChoiceLogProb]:
+        """Each choice's summed log-probability as the assistant's whole reply, and its tokens."""
         ...
+
+
+def rank_scores(
+    rule: ScoreRule,
+    given: Sequence[ChoiceLogProb],
+    unconditioned: Sequence[ChoiceLogProb] | None = None,
+) -> list[float]:
+    """The score each candidate is ranked by, higher first.
+
+    Args:
+        rule: ``mean`` (log-probability per token, which favours long candidates whose later
+            tokens are easy to copy), ``sum`` (the candidate's whole log-probability, which
+            favours short ones), or ``calibrated`` (the sum minus the same candidate's sum
+            after a prompt that shows no state: how much the state raised it).
+        given: each candidate's log-probability after the real prompt.
+        unconditioned: the same candidates' after the stateless prompt (``calibrated`` only).
+
+    Raises:
+        ValueError: an unknown rule, or ``calibrated`` without matching ``unconditioned``.
+    """
+    if rule == "mean":
+        return [c.total / c.tokens for c in given]
+    if rule == "sum":
+        return [c.total for c in given]
+    if rule == "calibrated":
+        if unconditioned is None or len(unconditioned) != len(given):
+            raise ValueError("the calibrated rule needs each candidate's stateless log-probability")
+        return [c.total - u.total for c, u in zip(given, unconditioned, strict=True)]
+    raise ValueError(f"unknown score rule {rule!r}; use one of {', '.join(SCORE_RULES)}")
 
 
 def score_choices(
@@ -42,7 +94,19 @@ def score_choices(
     *,
     layout: Literal["packed", "batched"] = "packed",
 ) -> list[float]:
-    """Mean per-token log-probability of each ``choices[i]`` (plus end of turn) after ``prompt``.
+    """Mean per-token log-probability of each ``choices[i]`` (plus end of turn) after ``prompt``
+    (:func:`choice_logprobs`, ranked by the ``mean`` rule)."""
+    return rank_scores("mean", choice_logprobs(policy, prompt, choices, layout=layout))
+
+
+def choice_logprobs(
+    policy: LocalPolicy,
+    prompt: str,
+    choices: Sequence[str],
+    *,
+    layout: Literal["packed", "batched"] = "packed",
+) -> list[ChoiceLogProb]:
+    """Summed log-probability of each ``choices[i]`` (plus end of turn) after ``prompt``.
 
     ``prompt`` is the rendered chat ending with the assistant's opening; the part of it that an
     earlier prompt began with comes from the policy's prefix cache. ``layout`` says how the
@@ -89,8 +153,8 @@ def score_choices(
     return scores
 
 
-def _means(first: Any, later: Any, rows: Sequence[list[int]]) -> list[float]:
-    """Mean log-probability of each row's tokens.
+def _totals(first: Any, later: Any, rows: Sequence[list[int]]) -> list[ChoiceLogProb]:
+    """Summed log-probability of each row's tokens, and the row's length.
 
     Token 0 comes from ``first`` (the prompt's last logits), the others from ``later``, whose
     rows are every row's predictions of its tokens 1.. one after another.
@@ -106,12 +170,12 @@ def _means(first: Any, later: Any, rows: Sequence[list[int]]) -> list[float]:
         owner = torch.repeat_interleave(torch.arange(len(rows), device=device), lengths - 1)
         picked = torch.log_softmax(later.float(), dim=-1).gather(1, targets[:, None])[:, 0]
         total = total.index_add(0, owner, picked)
-    return [float(v) for v in (total / lengths).tolist()]
+    return [ChoiceLogProb(float(v), len(r)) for v, r in zip(total.tolist(), rows, strict=True)]
 
 
 def _packed(
     model: Any, past: Any, rest: list[int], rows: Sequence[list[int]], seen: int
-) -> tuple[list[float], Any]:
+) -> tuple[list[ChoiceLogProb], Any]:
     """Read the prompt's ``rest`` and every candidate in one pass; the scores and the cache.
 
     The candidates follow the prompt as a token trie. Only a candidate's tokens before its last
@@ -161,13 +225,13 @@ def _packed(
     logits = out.logits[0]  # the prompt's last position, then one row per trie node
     # row i's token j is predicted by the node of its first j tokens
     order = [1 + node_of[tuple(row[:j])] for row in rows for j in range(1, len(row))]
-    scores = _means(logits[0], logits[torch.tensor(order, dtype=torch.long, device=device)], rows)
+    scores = _totals(logits[0], logits[torch.tensor(order, dtype=torch.long, device=device)], rows)
     return scores, out.past_key_values
 
 
 def _batched(
     model: Any, past: Any, first: Any, rows: Sequence[list[int]], n_prompt: int, pad: int | None
-) -> list[float]:
+) -> list[ChoiceLogProb]:
     """Score the candidates as right-padded rows over copies of the prompt's cache."""
     import torch
 
@@ -187,4 +251,4 @@ def _batched(
         input_ids=ids, attention_mask=full_mask, position_ids=positions, past_key_values=past
     )
     # position j of a row predicts its token j + 1: keep the positions whose next token is real
-    return _means(first, tail.logits[:, :-1][mask[:, 1:].bool()], rows)
+    return _totals(first, tail.logits[:, :-1][mask[:, 1:].bool()], rows)

@@ -67,6 +67,25 @@ def test_preferred_walkthrough_wins_and_every_call_is_recorded(env: TextWorldEnv
     assert "<retrieved_experience>" in first and task.query.strip()[:40] in first
 
 
+def test_a_later_delegation_goes_on_where_the_game_stands(env: TextWorldEnvironment) -> None:
+    task = env.tasks()[0]
+    walk = env.walkthrough(task)
+    assert len(walk) >= 2
+    env.start(task)
+    model = ScoringChat(responses=["x"], prefer=walk)
+    actor = RankedActor(_agent(env, calls=1), model)
+    runs = []
+    while not env.episode.view()["done"]:
+        model.prefer = walk[len(env.episode.history) :]
+        runs.append(actor.run("play", task.query)[1])
+    env.finish(task)
+    assert env.score(task, None).success  # no delegation restarted the game
+    assert [c["name"] for c in (runs[0][0], runs[1][0])] == ["textworld_reset", "textworld_resume"]
+    assert [c["args"]["command"] for r in runs for c in r[1:]] == walk
+    later = model.scored[1][1].content  # the second delegation's prompt
+    assert f"Commands played so far: {walk[0]}\n" in later
+
+
 def test_a_command_that_changed_nothing_is_not_replayed_from_the_same_state(
     env: TextWorldEnvironment,
 ) -> None:
@@ -143,9 +162,9 @@ class _Following(ScoringChat):
 
     walk: list[str]
 
-    def score_choices(self, messages: Any, choices: Any) -> list[float]:
+    def choice_logprobs(self, messages: Any, choices: Any) -> list[Any]:
         self.prefer = self.walk[len(self.scored) :]
-        return super().score_choices(messages, choices)
+        return super().choice_logprobs(messages, choices)
 
 
 def test_the_recipe_stays_in_the_prompt_once_the_cookbook_is_read(cooking_config) -> None:

@@ -20,7 +20,11 @@ Stored text enters a prompt only inside an escaped data block
 (:func:`genmem.memory.data_block.data_block`).
 """
 
-from genmem.policies.prompts.actor import RANKING_PROMPT, ranking_user_message
+from genmem.policies.prompts.actor import (
+    RANKING_PROMPT,
+    ranking_stateless_message,
+    ranking_user_message,
+)
 from genmem.policies.prompts.address import ADDRESS_PROMPT, experience_user_message
 from genmem.policies.prompts.align import (
     DESCRIBER_PROMPT,
@@ -102,6 +106,7 @@ __all__ = [
     "fuse_user_message",
     "pair_judge_prompt",
     "pair_judge_user_message",
+    "ranking_stateless_message",
     "ranking_user_message",
     "retriever_prompt",
     "retriever_user_message",

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from genmem.memory.data_block import data_block
 from genmem.policies.prompts.memory_agents import NO_MEMORY_ANSWER
 
-__all__ = ["RANKING_PROMPT", "ranking_user_message"]
+__all__ = ["RANKING_PROMPT", "ranking_stateless_message", "ranking_user_message"]
 
 RANKING_PROMPT = (
     "You are playing a text game. Each turn, pick the one command that gets you closest to "
@@ -58,3 +58,18 @@ def ranking_user_message(
     parts.append(f"Now:\n{data_block('observation', observation)}")
     parts.append("Valid commands: " + ", ".join(commands) + "\n\nNext command?")
     return "\n\n".join(parts)
+
+
+def ranking_stateless_message(commands: Sequence[str] = ()) -> str:
+    """The user turn the calibrated score subtracts: the ranker's question with no game state.
+
+    Args:
+        commands: the valid commands to list (none: the question alone, the same for every
+            turn, so each command's score after it can be kept).
+
+    Returns:
+        The user turn's text.
+    """
+    if not commands:
+        return "Next command?"
+    return "Valid commands: " + ", ".join(commands) + "\n\nNext command?"
