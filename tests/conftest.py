@@ -205,3 +205,16 @@ def cooking_config(tmp_path_factory: pytest.TempPathFactory) -> CookingConfig:
     )  # fmt: skip
     load_cooking_games(config)
     return config
+
+
+@pytest.fixture(scope="session")
+def cooking_pair(cooking_config: CookingConfig) -> CookingConfig:
+    """Two cooking train games of the default difficulty (two ingredients to take, cook and
+    cut, the fridge closed), generated once for the session beside ``cooking_config``'s."""
+    from genmem.envs.cooking import CookingConfig, load_cooking_games
+
+    config = CookingConfig(
+        split="train", n_games=2, seed=0, max_steps=50, cache_dir=cooking_config.cache_dir
+    )
+    load_cooking_games(config)
+    return config
