@@ -47,6 +47,9 @@ _LONGEST = {
     "test_symbols_on_the_real_model_and_seed_bank": 98,
     "test_coldstart_stages_run_on_the_server": 77,
     "test_seed_a_textworld_bank_from_training_games": 77,
+    # 48 cooking-train games generated for the codebook fit: 114 s of CPU, 323 s wall at load 6
+    # (2026-11-27, one worker)
+    "test_bank_seed_source_cooking_writes_template_entries_through_the_gate": 150,
     "test_demo_closed_loop_on_two_gsm8k_problems": 65,
     "test_coldstart_killed_while_writing_its_bank_resumes_to_the_same_bank": 64,
     "test_real_default_model_answers_through_the_graph": 60,

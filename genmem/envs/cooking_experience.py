@@ -625,14 +625,22 @@ class _Instance:
     done: bool
 
 
-def _pattern(template: str, food: str | None = None, verb: str | None = None) -> re.Pattern[str]:
-    """The commands a template names for ``food`` (and recipe verb); other roles match any."""
-    fills = {"food": food, "verb": verb, "appliance": None, "place": None}
+def _pattern(
+    template: str, food: str | None = None, verb: str | Sequence[str] | None = None
+) -> re.Pattern[str]:
+    """The commands a template names for ``food`` and a recipe verb (or any of several); other
+    roles match anything."""
+    verbs = [verb] if isinstance(verb, str) else list(verb or ())
+    fills = {
+        "food": re.escape(food) if food is not None else None,
+        "verb": "(?:" + "|".join(map(re.escape, verbs)) + ")" if verbs else None,
+        "appliance": None,
+        "place": None,
+    }
     out, at = [], 0
     for m in _PLACEHOLDER.finditer(template):
         out.append(re.escape(template[at : m.start()]))
-        value = fills[m.group(1)]
-        out.append(re.escape(value) if value is not None else ".+")
+        out.append(fills[m.group(1)] or ".+")
         at = m.end()
     out.append(re.escape(template[at:]))
     body = "".join(out)
@@ -676,25 +684,55 @@ def _instances(
     out = []
     for food in recipe.ingredients:
         if roles & {"verb", "appliance"}:
-            for line in recipe.of(food):
-                rule = procedure.rule(line.verb)
-                if rule is not None:
-                    command = rule.command.replace("{food}", food)
-                    if not _pattern(step.template, food, line.verb).fullmatch(command):
-                        continue  # this verb's rule belongs to another step
-                    pattern = re.compile(re.escape(command))
-                else:  # a verb no training play showed: any command of the step's form
-                    pattern = _pattern(step.template, food, line.verb)
-                out.append(_Instance(pattern, food, any(pattern.fullmatch(c) for c in played)))
-        else:
-            pattern = _pattern(step.template, food)
-            done = (
-                food in held
-                if step.template.startswith("take ")
-                else any(pattern.fullmatch(c) for c in played)
-            )
-            out.append(_Instance(pattern, food, done))
+            out.extend(_recipe_plan(procedure, recipe, food, played).get(step.template, []))
+            continue
+        pattern = _pattern(step.template, food)
+        done = (
+            food in held
+            if step.template.startswith("take ")
+            else any(pattern.fullmatch(c) for c in played)
+        )
+        out.append(_Instance(pattern, food, done))
     return out
+
+
+def _recipe_plan(
+    procedure: CookingProcedure, recipe: Recipe, food: str, played: Sequence[str]
+) -> dict[str, list[_Instance]]:
+    """The commands that carry out ``food``'s recipe lines, by the step they belong to.
+
+    A verb with a rule gives its exact command, in the step whose form it has. Verbs no training
+    play showed go to the steps no known verb of this food took, as any command of the step's
+    form; when there are fewer such verbs than steps, those steps are all done once as many of
+    them were played as there are verbs (one line of the recipe per way of preparing a food).
+    """
+    steps = [
+        s
+        for s in procedure.steps
+        if s.kind == "scored" and {"verb", "appliance"} & set(_PLACEHOLDER.findall(s.template))
+    ]
+    plan: dict[str, list[_Instance]] = {}
+    unknown = []
+    for line in recipe.of(food):
+        rule = procedure.rule(line.verb)
+        if rule is None:
+            unknown.append(line.verb)
+            continue
+        command = rule.command.replace("{food}", food)
+        for s in steps:
+            if _pattern(s.template, food, line.verb).fullmatch(command):
+                plan.setdefault(s.template, []).append(
+                    _Instance(re.compile(re.escape(command)), food, command in played)
+                )
+                break
+    free = [s for s in steps if s.template not in plan]
+    if unknown and free:
+        patterns = {s.template: _pattern(s.template, food, unknown) for s in free}
+        matched = {t: any(p.fullmatch(c) for c in played) for t, p in patterns.items()}
+        all_done = sum(matched.values()) >= len(unknown)
+        for t, p in patterns.items():
+            plan[t] = [_Instance(p, food, matched[t] or all_done)]
+    return plan
 
 
 def procedure_prior(
