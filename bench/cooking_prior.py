@@ -45,11 +45,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--games", type=int, default=48, help="measured games (default 48)")
     p.add_argument("--split", choices=("train", "valid"), default="train")
     p.add_argument("--teachers", type=int, default=5, help="procedures merged (default 5)")
+    p.add_argument("--rooms", type=int, choices=(1, 6, 9, 12), default=1, help="rooms (1)")
+    p.add_argument("--recipe", type=int, default=2, help="ingredients per recipe (2)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
     started = time.perf_counter()
     n_train = max(args.games if args.split == "train" else 0, args.teachers + 1, 2)
-    train_cfg = CookingConfig(split="train", n_games=n_train)
+    shape = {"rooms": args.rooms, "recipe": args.recipe}
+    train_cfg = CookingConfig(split="train", n_games=n_train, **shape)
     train = load_cooking_games(train_cfg)
     teachers = [
         parse_procedure(cooking_experience(row["question"], row["answer"]))
@@ -58,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.split == "train":
         measured_cfg, measured = train_cfg, train[: args.games]
     else:
-        measured_cfg = CookingConfig(split="valid", n_games=args.games)
+        measured_cfg = CookingConfig(split="valid", n_games=args.games, **shape)
         measured = load_cooking_games(measured_cfg)
     arms = {"one": [0, 0, 0, 0], "merged": [0, 0, 0, 0]}  # first, tied, needed-first, needed
     steps = needed_steps = 0
@@ -99,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         game.close()
     report = {
         "split": args.split,
+        **shape,
         "games": len(measured),
         "steps": steps,
         "needed_steps": needed_steps,
@@ -120,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report))
         return 0
     print(
-        f"{report['games']} {args.split} games, {steps} walkthrough steps ({needed_steps} "
+        f"{report['games']} {args.split} games ({args.rooms} rooms, {args.recipe} ingredients), "
+        f"{steps} walkthrough steps ({needed_steps} "
         f"needed), chance of ranking first {report['chance_first']:.1%}, "
         f"{report['seconds']} s"
     )
