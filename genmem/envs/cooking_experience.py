@@ -802,10 +802,12 @@ def _prerequisite_bonus(
             continue
         pattern = _pattern(need.template)
         for k, c in enumerate(valid):
-            if not pattern.fullmatch(c) or c in played:
+            if not pattern.fullmatch(c):
                 continue
             if (m := _TAKE.match(c)) and m["obj"] in held:
-                continue
+                continue  # a tool already in hand
+            if not m and c in played:
+                continue  # a place opened before (a tool dropped may be taken again)
             familiar = "{place}" not in need.template or (
                 (m := _OPEN.match(c)) is not None and m["obj"] in procedure.places
             )

@@ -259,3 +259,15 @@ def test_bank_seed_source_cooking_writes_template_entries_through_the_gate(capsy
         *open_bench("cooking-test", BenchOptions(games=2)).tasks(),
     ]
     assert len(tasks_in_bank(bank, train)) == 2 and tasks_in_bank(bank, held) == []
+
+
+def test_a_knife_dropped_twice_is_taken_again_before_the_next_cut(games, procedures) -> None:
+    """Three ingredients drop and retake the knife twice: ``take knife`` played before is still
+    the prerequisite of the next cut (an opened fridge is not opened again)."""
+    record, _ = games[1]
+    walk = record.walkthrough
+    first_drop = walk.index("drop knife")
+    played = (*walk[: first_drop + 1], "take knife", "drop knife")
+    view = GameView(played=played, notes=(record.recipe,))
+    valid = ["take knife", "open fridge", "look"]
+    assert procedure_prior(procedures[0], valid, view) == [NEXT_BONUS, 0.0, 0.0]
