@@ -47,6 +47,9 @@ _LONGEST = {
     "test_symbols_on_the_real_model_and_seed_bank": 98,
     "test_coldstart_stages_run_on_the_server": 77,
     "test_seed_a_textworld_bank_from_training_games": 77,
+    # 48 cooking-train games generated for the codebook fit: 114 s of CPU, 323 s wall at load 6
+    # (2026-11-27, one worker)
+    "test_bank_seed_source_cooking_writes_template_entries_through_the_gate": 150,
     "test_demo_closed_loop_on_two_gsm8k_problems": 65,
     "test_coldstart_killed_while_writing_its_bank_resumes_to_the_same_bank": 64,
     "test_real_default_model_answers_through_the_graph": 60,
@@ -203,5 +206,18 @@ def cooking_config(tmp_path_factory: pytest.TempPathFactory) -> CookingConfig:
         split="train", n_games=1, seed=5, recipe=1, rooms=1, open=False, cook=True, cut=False,
         max_steps=12, cache_dir=root / "cooking-games",
     )  # fmt: skip
+    load_cooking_games(config)
+    return config
+
+
+@pytest.fixture(scope="session")
+def cooking_pair(cooking_config: CookingConfig) -> CookingConfig:
+    """Two cooking train games of the default difficulty (two ingredients to take, cook and
+    cut, the fridge closed), generated once for the session beside ``cooking_config``'s."""
+    from genmem.envs.cooking import CookingConfig, load_cooking_games
+
+    config = CookingConfig(
+        split="train", n_games=2, seed=0, max_steps=50, cache_dir=cooking_config.cache_dir
+    )
     load_cooking_games(config)
     return config

@@ -26,6 +26,7 @@ from pydantic.fields import FieldInfo
 
 from genmem.envs.base import Environment
 from genmem.envs.bundled import GSM8K_TRAIN, read_gsm8k
+from genmem.envs.cooking_experience import WRITER, cooking_experience, cooking_seed_rows
 from genmem.envs.game_experience import textworld_experience, textworld_seed_rows
 from genmem.envs.gsm8k import GSM8K_TEST
 from genmem.envs.qa import HOTPOTQA_DEV_200, NQ_TEST_200, TWOWIKI_DEV_200
@@ -101,6 +102,9 @@ class Seeding:
     """How many rows there are (None: as many as asked, as for generated games)."""
     unit: str = "rows"
     """What a row is, in messages: ``problems``, ``questions``, ``games``."""
+    writer: str = "code"
+    """Who :attr:`write` is, recorded as each entry's ``writer`` (``template``: the cooking
+    distiller, :mod:`genmem.envs.cooking_experience`); a model-written bank says ``model``."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -570,6 +574,15 @@ register(
         open=_open_cooking,
         options=CookingOptions,
         count=lambda bench, options: options.games,
+        seed=Seeding(
+            about="cooking-train games (default difficulty), each as the procedure the template "
+            "distiller reads off its won walkthrough and the pitfalls of plays that lose it",
+            rows=cooking_seed_rows,
+            heldout="cooking-test",
+            write=cooking_experience,
+            unit="games",
+            writer=WRITER,
+        ),
     )
 )
 

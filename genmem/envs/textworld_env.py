@@ -83,6 +83,8 @@ class GameState:
     """The admissible commands in this state."""
     won: bool = False
     lost: bool = False
+    score: int | None = None
+    """The game's score so far, where the game keeps one (TextWorld's games do)."""
 
 
 class TextGame(Protocol):
@@ -709,6 +711,7 @@ class TextWorldGame(GymGame):
             won=True,
             lost=True,
             objective=True,
+            score=True,
             policy_commands=policy,
         )
         with warnings.catch_warnings():  # jericho's "not fully supported": TextWorld tracks
@@ -727,6 +730,7 @@ class TextWorldGame(GymGame):
             commands=tuple(state.admissible_commands or ()),
             won=bool(state.won),
             lost=bool(state.lost),
+            score=state.get("score"),
         )
 
 

@@ -311,6 +311,7 @@ def _build(cfg: SeedBankConfig, base: Path, progress: bool) -> SeedBank:
         write = _writer(cfg)
         texts = [write(r["question"], r["answer"]) for r in chosen]
     source = f"{cfg.source}-train"
+    writer = _writer_name(cfg)
     records = [
         ExperienceRecord(
             text=t,
@@ -318,6 +319,7 @@ def _build(cfg: SeedBankConfig, base: Path, progress: bool) -> SeedBank:
                 "source": source,
                 "index": i,
                 "by": cfg.distill,
+                "writer": writer,
                 "question": chosen[i]["question"],
                 **({"id": chosen[i]["id"]} if "id" in chosen[i] else {}),
             },
@@ -366,6 +368,17 @@ def _writer(cfg: SeedBankConfig, fallback: Any = None) -> Any:
     if own is not None:
         return own
     return _WRITERS.get(cfg.distill, fallback) if fallback else _WRITERS[cfg.distill]
+
+
+def _writer_name(cfg: SeedBankConfig) -> str:
+    """Who writes ``cfg``'s experiences, as entries record it: ``model``, or the source's own
+    writer (``template`` for cooking), else ``code``."""
+    from genmem.envs.benches import seeding
+
+    if cfg.distill == "model":
+        return "model"
+    source = seeding(cfg.source)
+    return source.writer if source.write is not None else "code"
 
 
 def _rows(cfg: SeedBankConfig) -> list[dict[str, Any]]:

@@ -166,6 +166,9 @@ def build_bank(
                 continue
         payload = consolidate(sid, recs)
         meta = {"n_records": len(recs), "sources": [r.metadata for r in recs]}
+        writers = {r.metadata.get("writer") for r in recs}
+        if len(writers) == 1 and None not in writers:  # who wrote the entry, at a glance
+            meta["writer"] = writers.pop()
         joined = concat_consolidate(sid, recs)
         # A join of records that passed is not checked again (repeated labels such as
         # "Check:" across records are not junk); a merge the model wrote is.

@@ -74,3 +74,17 @@ def test_a_join_of_good_records_is_kept_though_their_labels_repeat(bank: Bank) -
     report = build_bank(bank, records, [S1, S1], progress=False)
     assert report.inserted == 1 and report.rejected == {} and report.merge_fallbacks == 0
     assert first in bank.get(S1).payload and second in bank.get(S1).payload
+
+
+def test_an_entry_says_who_wrote_it_when_its_records_agree(bank: Bank) -> None:
+    records = [
+        _rec(GOOD, writer="template"),
+        _rec(OTHER, writer="template"),
+        _rec(GOOD, writer="template"),
+        _rec(OTHER, writer="model"),
+    ]
+    build_bank(bank, records, [S1, S1, S2, S2], progress=False)
+    one, mixed = bank.get(S1), bank.get(S2)
+    assert one is not None and one.metadata["writer"] == "template"
+    assert mixed is not None and "writer" not in mixed.metadata  # each source still says
+    assert [s["writer"] for s in mixed.metadata["sources"]] == ["template", "model"]

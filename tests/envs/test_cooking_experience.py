@@ -1,0 +1,273 @@
+"""The template distiller on real cooking games: a procedure with roles, verb rules and pitfalls
+read off a won walkthrough and plays that lose; its text round-trips and fits a small model's
+prompt; its prior over another game's valid commands points at the next step and away from
+pitfalls; held-out games never seed a bank; ``bank seed --source cooking`` builds one.
+
+Two default-difficulty train games are generated once for the session (conftest's
+``cooking_pair``); the held-out test makes one small valid game.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+
+import pytest
+
+pytest.importorskip("textworld")
+
+from genmem.cli import main
+from genmem.envs.cooking import CookingConfig, CookingRecord, load_cooking_games
+from genmem.envs.cooking_experience import (
+    NEXT_BONUS,
+    PITFALL_PENALTY,
+    WRITER,
+    CookingExperienceError,
+    CookingProcedure,
+    CookingTrajectory,
+    GameStep,
+    GameView,
+    HeldOutWalkthrough,
+    cooking_experience,
+    cooking_seed_row,
+    distill_procedure,
+    losing_variants,
+    merge_procedures,
+    parse_procedure,
+    parse_recipe,
+    play_commands,
+    procedure_prior,
+    recipe_note,
+    step_of,
+)
+from genmem.envs.textworld_env import TextWorldGame
+from genmem.memory.gate import check_payload
+
+
+@pytest.fixture(scope="module")
+def games(cooking_pair: CookingConfig) -> list[tuple[CookingRecord, str]]:
+    folder = cooking_pair.games_dir()
+    return [(r, str(folder / r.file)) for r in load_cooking_games(cooking_pair)]
+
+
+@pytest.fixture(scope="module")
+def procedures(games) -> list[CookingProcedure]:
+    """Each game's procedure, as a seed entry holds it (won walkthrough + losing plays)."""
+    return [parse_procedure(cooking_experience(*_row(r, f))) for r, f in games]
+
+
+def _row(record: CookingRecord, game_file: str) -> tuple[str, dict]:
+    row = cooking_seed_row(record, game_file)
+    return row["question"], row["answer"]
+
+
+def _teacher_forced(
+    record: CookingRecord, game_file: str
+) -> Iterator[tuple[str, tuple[str, ...], GameView]]:
+    """Each walkthrough command with the valid commands and the view before it is played."""
+    game = TextWorldGame(game_file)  # type: ignore[arg-type]
+    try:
+        state, played, notes = game.reset(), [], []
+        for command in record.walkthrough:
+            yield command, state.commands, GameView(played=tuple(played), notes=tuple(notes))
+            state = game.step(command)
+            played.append(command)
+            if not notes and (note := recipe_note([state.observation])):
+                notes.append(note)
+    finally:
+        game.close()
+
+
+def test_the_won_walkthrough_becomes_role_level_steps_with_their_cookbook_lines(games) -> None:
+    record, game_file = games[0]
+    play = play_commands(game_file, record.walkthrough, game=record.id, split="train")
+    assert play.won and sum(play.gains()) == play.steps[-1].score
+    proc = distill_procedure(play)
+    assert [(s.template, s.kind, s.enables) for s in proc.steps] == [
+        ("examine cookbook", "recipe", None),
+        ("open {place}", "prerequisite", "take {food}"),
+        ("take {food}", "scored", None),
+        ("cook {food} with {appliance}", "scored", None),
+        ("take knife", "prerequisite", "{verb} {food} with knife"),
+        ("{verb} {food} with knife", "scored", None),
+        ("prepare meal", "scored", None),
+        ("eat meal", "scored", None),
+    ]
+    recipe = parse_recipe(record.recipe)
+    foods = [f for f, _, _ in record.ingredients]
+    assert list(recipe.ingredients) == foods
+    text = proc.render()
+    assert not any(f in s.template for f in foods for s in proc.steps)  # objects as roles
+    # each rule: a recipe line, and the walkthrough command that carried it out
+    lines = {d.line for d in recipe.directions}
+    verbs = {v for _, cooking, cutting in record.ingredients for v in (cooking, cutting)}
+    assert proc.rules and all(r.line in lines for r in proc.rules)
+    for rule in proc.rules:
+        food = rule.line.split(" the ", 1)[1]
+        assert rule.command.replace("{food}", food) in record.walkthrough
+        assert any(v.startswith(rule.verb[:2]) for v in verbs)  # 'fry' ~ 'fried'
+    assert proc.places and "fridge" in proc.places and not proc.pitfalls
+    assert proc.won == 1 and proc.lost == 0 and "1 won training plays" in text
+
+
+def test_losing_plays_become_pitfalls_with_the_games_message(games) -> None:
+    record, game_file = games[0]
+    question, answer = _row(record, game_file)
+    lost = [CookingTrajectory.model_validate(t) for t in answer["lost"]]
+    assert len(lost) == len(losing_variants(record.walkthrough)) == 4
+    assert all(p.lost and not p.won for p in lost)
+    assert "You burned" in lost[0].steps[-1].observation
+    proc = parse_procedure(cooking_experience(question, answer))
+    found = {(p.template, p.kind) for p in proc.pitfalls}
+    assert found == {
+        ("cook {food} with {appliance}", "again"),  # cooking twice burns
+        ("cook {food} with {appliance}", "wrong"),  # the appliance the rules do not give
+        ("eat {food}", "always"),
+        ("{verb} {food} with knife", "wrong"),
+    }
+    burned = next(p for p in proc.pitfalls if p.kind == "again")
+    assert burned.message == "You burned the {food}!"
+    assert proc.won == 1 and proc.lost == 4
+    # a play that never read the cookbook cannot be written as roles
+    blind = lost[0].model_copy(
+        update={"steps": [s for s in lost[0].steps if "Recipe" not in s.observation]}
+    )
+    with pytest.raises(CookingExperienceError, match="never showed the recipe"):
+        distill_procedure(blind)
+
+
+def test_the_text_round_trips_passes_the_gate_and_fits_a_small_prompt(games, procedures) -> None:
+    from transformers import AutoTokenizer
+
+    from genmem.policies.local import model_directory
+
+    tokenizer = AutoTokenizer.from_pretrained(model_directory(None))
+    for (record, _), proc in zip(games, procedures, strict=True):
+        text = proc.render()
+        assert parse_procedure(text) == proc
+        assert check_payload(text, sources=[record.intro]).action == "write"
+        assert len(tokenizer(text)["input_ids"]) <= 300  # 265 for these two games
+        cut = text[: text.index("(before") + 8]  # a payload cut mid-step is refused
+        assert check_payload(cut, sources=[record.intro]).reason == "unfinished"
+    # two entries joined at one SID read back as one procedure: rules and pitfalls of both
+    joined = parse_procedure(f"{procedures[0].render()}\n\n{procedures[1].render()}")
+    assert joined == merge_procedures(procedures)
+    assert {r.verb for r in joined.rules} == {r.verb for p in procedures for r in p.rules}
+    with pytest.raises(CookingExperienceError, match="not a rendered cooking procedure"):
+        parse_procedure("Take the knife, then cook.")
+    with pytest.raises(CookingExperienceError, match="not a cookbook recipe"):
+        parse_recipe("You are hungry!")
+
+
+def test_the_prior_ranks_another_games_next_step_first_and_its_pitfalls_last(
+    games, procedures
+) -> None:
+    """Game 1 played with game 0's procedure: every step game 1's own procedure needs is ranked
+    first (alone), and a second cook, a wrong appliance or eating an ingredient is penalised."""
+    record, game_file = games[1]
+    teacher, own = procedures[0], procedures[1]
+    recipe = parse_recipe(record.recipe)
+    needed = first = twice = wrong = 0
+    for command, valid, view in _teacher_forced(record, game_file):
+        prior = procedure_prior(teacher, valid, view)
+        assert len(prior) == len(valid)
+        best = max(prior)
+        if view.notes == ():  # before the recipe is read: only the cookbook helps
+            assert {c for c, p in zip(valid, prior, strict=True) if p > 0} == {"examine cookbook"}
+        scores = dict(zip(valid, prior, strict=True))
+        if step_of(own, recipe, command) is not None:
+            needed += 1
+            first += scores[command] == best == NEXT_BONUS and prior.count(best) == 1
+        for c in valid:
+            if re.fullmatch(rf"eat ({'|'.join(recipe.ingredients)})", c):
+                assert scores[c] == PITFALL_PENALTY, c
+            if c.startswith("take ") and not any(f in c for f in [*recipe.ingredients, "knife"]):
+                assert scores[c] == 0.0, c  # distractor food: unrelated
+        for line in recipe.directions if view.notes else ():
+            rule = teacher.rule(line.verb)
+            if rule is not None and rule.command.startswith("cook ") and line.ingredient:
+                right = rule.command.replace("{food}", line.ingredient)
+                for c in valid:
+                    if c.startswith(f"cook {line.ingredient} with ") and c != right:
+                        assert scores[c] == PITFALL_PENALTY, c  # the wrong appliance
+                        wrong += 1
+        cooked = [c for c in view.played if c.startswith("cook ")]
+        for c in cooked:
+            food = c.split(" with ")[0].removeprefix("cook ")
+            again = [v for v in valid if v.startswith(f"cook {food} with ")]
+            assert all(scores[v] == PITFALL_PENALTY for v in again), again
+            twice += len(again)
+    assert needed >= 10 and first == needed and twice >= 4 and wrong >= 4
+
+
+def test_gains_come_from_the_games_message_when_no_score_is_kept() -> None:
+    play = CookingTrajectory(
+        game="g",
+        split="train",
+        steps=[
+            GameStep(command="look", observation="A kitchen."),
+            GameStep(
+                command="take carrot",
+                observation="Taken. Your score has just gone up by one point.",
+            ),
+        ],
+        won=False,
+        lost=False,
+    )
+    assert play.gains() == [0, 1]
+
+
+def test_a_held_out_games_walkthrough_never_reaches_a_bank(cooking_config: CookingConfig) -> None:
+    valid = cooking_config.model_copy(update={"split": "valid"})
+    [record] = load_cooking_games(valid)
+    with pytest.raises(HeldOutWalkthrough, match="only cooking-train walkthroughs"):
+        cooking_seed_row(record, valid.games_dir() / record.file)
+    test = record.model_copy(update={"split": "test"})
+    with pytest.raises(HeldOutWalkthrough):
+        cooking_seed_row(test, valid.games_dir() / record.file)
+
+
+@pytest.mark.slow
+def test_bank_seed_source_cooking_writes_template_entries_through_the_gate(capsys) -> None:
+    """48 cooking-train games (the codebook fit; about 3 min the first time) and 2 entries."""
+    from genmem.envs.benches import BenchOptions, open_bench
+    from genmem.experiments.contamination import tasks_in_bank
+    from genmem.memory.location import open_bank
+
+    argv = ["bank", "seed", "--source", "cooking", "--size", "2", "--json"]
+    assert main([*argv, "--distill", "procedure"]) == 2
+    assert "--distill abstract" in capsys.readouterr().err
+    assert main([*argv, "--distill", "abstract"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["bank_id"].startswith("cooking-seed-") and info["experiences"] == 2
+    assert info["rejected"] == {} and info["pairs"] == 2
+    bank = open_bank(info["url"])
+    entries = list(bank.entries())
+    assert 1 <= len(entries) == info["entries"] <= 2
+    for entry in entries:
+        assert entry.metadata["writer"] == WRITER
+        assert all(
+            s["writer"] == WRITER and s["by"] == "abstract" for s in entry.metadata["sources"]
+        )
+        assert all(s["id"].startswith("cook-train-") for s in entry.metadata["sources"])
+        proc = parse_procedure(entry.payload)
+        assert proc.won >= 1 and proc.pitfalls and proc.rules
+    train = open_bench("cooking-train", BenchOptions(games=2)).tasks()
+    held = [
+        *open_bench("cooking-valid", BenchOptions(games=2)).tasks(),
+        *open_bench("cooking-test", BenchOptions(games=2)).tasks(),
+    ]
+    assert len(tasks_in_bank(bank, train)) == 2 and tasks_in_bank(bank, held) == []
+
+
+def test_a_knife_dropped_twice_is_taken_again_before_the_next_cut(games, procedures) -> None:
+    """Three ingredients drop and retake the knife twice: ``take knife`` played before is still
+    the prerequisite of the next cut (an opened fridge is not opened again)."""
+    record, _ = games[1]
+    walk = record.walkthrough
+    first_drop = walk.index("drop knife")
+    played = (*walk[: first_drop + 1], "take knife", "drop knife")
+    view = GameView(played=played, notes=(record.recipe,))
+    valid = ["take knife", "open fridge", "look"]
+    assert procedure_prior(procedures[0], valid, view) == [NEXT_BONUS, 0.0, 0.0]
