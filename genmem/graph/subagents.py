@@ -64,8 +64,18 @@ def default_subagents(
     interactor_tools: Sequence[BaseTool] = (),
     interactor: Literal["tools", "rank"] = "tools",
 ) -> list[SubAgent]:
-    """The shipped sub-agents: always the solver; research and interactor when given tools."""
-    agents = [SubAgent("solver", DEFAULT_AGENTS["solver"], tuple(solver_tools))]
+    """The shipped sub-agents: research and interactor when given tools; the solver unless the
+    task is a game (interactor tools given).
+
+    A game is played only through its interactor. With a solver in the team, the 135M
+    coordinator of a cooking game delegated to it most turns, and each such turn wrote up to a
+    whole reply of text that reached no game (minutes per episode on 2 cores).
+    """
+    agents = (
+        []
+        if interactor_tools
+        else [SubAgent("solver", DEFAULT_AGENTS["solver"], tuple(solver_tools))]
+    )
     if research_tools:
         agents.append(SubAgent("research", DEFAULT_AGENTS["research"], tuple(research_tools)))
     if interactor_tools:
