@@ -11,7 +11,7 @@ from typing import Any
 
 from genmem.cli.argtypes import CLIError, nonnegative_int, positive_float, positive_int
 from genmem.cli.fields import add_field_flags, field_help
-from genmem.experiments.run_settings import GraphRunSettings
+from genmem.experiments.run_config import GraphRunConfig
 from genmem.graph.stack import DEFAULT_MAX_STEPS
 
 __all__ = [
@@ -68,14 +68,14 @@ def sid_generator(spec: str, bank: Any, **kwargs: Any) -> Any:
 
 def add_budget_arguments(p: argparse.ArgumentParser, *, max_steps: int = DEFAULT_MAX_STEPS) -> None:
     """``--max-steps``, ``--max-new-tokens`` and ``--allowed``: the budgets of a graph run
-    (fields of :class:`~genmem.experiments.run_settings.GraphRunSettings`); ``max_steps``: a
+    (fields of :class:`~genmem.experiments.run_config.GraphRunConfig`); ``max_steps``: a
     command's own default step budget."""
-    steps = GraphRunSettings.model_fields["max_steps"]
+    steps = GraphRunConfig.model_fields["max_steps"]
     own_help = f"{field_help(steps, default=False)} (default {max_steps})"
     own = {"default": max_steps, "help": own_help}
     add_field_flags(
         p,
-        GraphRunSettings,
+        GraphRunConfig,
         ["max_steps", "max_new_tokens", "allowed"],
         overrides={"max_steps": own} if max_steps != steps.default else None,
     )
@@ -83,7 +83,7 @@ def add_budget_arguments(p: argparse.ArgumentParser, *, max_steps: int = DEFAULT
 
 def add_interactor_argument(p: argparse.ArgumentParser) -> None:
     """``--interactor``: how the game-playing sub-agent acts (the same in every command)."""
-    add_field_flags(p, GraphRunSettings, ["interactor"])
+    add_field_flags(p, GraphRunConfig, ["interactor"])
 
 
 def check_interactor(args: argparse.Namespace) -> None:
@@ -111,7 +111,7 @@ def add_concurrency_argument(p: argparse.ArgumentParser) -> None:
 
 def add_addresser_argument(p: argparse.ArgumentParser) -> None:
     """``--addresser``: what chooses SIDs (the same meaning in every command)."""
-    add_field_flags(p, GraphRunSettings, ["addresser"])
+    add_field_flags(p, GraphRunConfig, ["addresser"])
 
 
 def add_distill_argument(p: argparse.ArgumentParser) -> None:

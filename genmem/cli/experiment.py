@@ -341,7 +341,7 @@ def _codebooks(args: argparse.Namespace) -> int:
         ablation_table,
         run_codebook_ablation,
     )
-    from genmem.experiments.codebook_policy import PolicySettings
+    from genmem.experiments.codebook_policy import CodebookPolicyConfig
     from genmem.memory.search import parse_configs
 
     try:
@@ -361,7 +361,7 @@ def _codebooks(args: argparse.Namespace) -> int:
         from genmem.training.config import load_preset
 
         load_preset(args.config)  # a bad preset: exit 2 before any bank is built
-        policy = PolicySettings(
+        policy = CodebookPolicyConfig(
             align_steps=args.align_steps,
             preset=args.config,
             candidates=args.candidates,

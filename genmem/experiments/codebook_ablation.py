@@ -15,7 +15,7 @@ reports
   own entry's SID as the reference, Hit@1 / Hit@5 with bootstrap intervals, over all questions
   and over the held-out ones alone.
 
-With :class:`~genmem.experiments.codebook_policy.PolicySettings` it also aligns a policy per
+With :class:`~genmem.experiments.codebook_policy.CodebookPolicyConfig` it also aligns a policy per
 bank and scores it on the held-out questions of its alignment (the same questions in every
 row), and scores tasks through the graph with each bank's addresser
 (:mod:`genmem.experiments.codebook_policy`); ``paired`` holds the row-against-row differences.
@@ -29,10 +29,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from genmem.envs.stats import DEFAULT_INTERVALS, IntervalSettings, PairedDiff
+from genmem.envs.stats import DEFAULT_INTERVALS, IntervalConfig, PairedDiff
 from genmem.experiments.codebook_policy import (
     AlignedHits,
-    PolicySettings,
+    CodebookPolicyConfig,
     Rate,
     TaskScores,
     paired_rows,
@@ -128,7 +128,7 @@ class AblationReport(BaseModel):
         description="'a - b' for every two rows: aligned Hit@5 per held-out question, and the "
         "task score per task.",
     )
-    intervals: IntervalSettings = DEFAULT_INTERVALS
+    intervals: IntervalConfig = DEFAULT_INTERVALS
 
 
 def _pairs(bank: Any, fit_size: int) -> list[tuple[dict[str, str], bool]]:
@@ -217,7 +217,7 @@ def run_codebook_ablation(
     cfg: AblationConfig,
     out: Path,
     *,
-    policy: PolicySettings | None = None,
+    policy: CodebookPolicyConfig | None = None,
     env: Any = None,
     progress: bool = True,
 ) -> AblationReport:
@@ -227,7 +227,7 @@ def run_codebook_ablation(
     graph on ``env``'s first ``tasks`` tasks; alignments go to ``out/align/LABEL`` and
     evaluations to ``out/tasks/LABEL`` (and ``out/tasks/none``), each resumable.
     """
-    policy = policy or PolicySettings()
+    policy = policy or CodebookPolicyConfig()
     if policy.tasks and env is None:
         raise ValueError("tasks to score need an environment (env)")
     rows = [_row(cfg, sizes, prefix, progress) for sizes in cfg.configs for prefix in cfg.prefixes]
@@ -257,7 +257,7 @@ def run_codebook_ablation(
 def _extras(
     row: AblationRow,
     out: Path,
-    policy: PolicySettings,
+    policy: CodebookPolicyConfig,
     env: Any,
     none: dict[str, float] | None,
     progress: bool,

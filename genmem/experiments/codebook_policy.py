@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from genmem.envs.stats import DEFAULT_INTERVALS, IntervalSettings, PairedDiff
+from genmem.envs.stats import DEFAULT_INTERVALS, IntervalConfig, PairedDiff
 from genmem.errors import GenMemError
 from genmem.graph.stack import DEFAULT_MAX_STEPS
 from genmem.policies.backends import DEFAULT_MODEL_SPEC
@@ -36,7 +36,7 @@ __all__ = [
     "METHODS",
     "AlignedHits",
     "AlignmentMismatch",
-    "PolicySettings",
+    "CodebookPolicyConfig",
     "Rate",
     "TaskScores",
     "align_and_score",
@@ -58,7 +58,7 @@ class Rate(BaseModel):
     ci: tuple[float, float]
 
 
-def rate(values: Sequence[float | bool], settings: IntervalSettings = DEFAULT_INTERVALS) -> Rate:
+def rate(values: Sequence[float | bool], settings: IntervalConfig = DEFAULT_INTERVALS) -> Rate:
     """The mean of ``values`` with its bootstrap interval (0 [0, 0] for none)."""
     from genmem.envs.stats import mean_interval
 
@@ -71,7 +71,7 @@ def rate(values: Sequence[float | bool], settings: IntervalSettings = DEFAULT_IN
 
 
 @dataclass(frozen=True, kw_only=True)
-class PolicySettings:
+class CodebookPolicyConfig:
     """How each row's policy is aligned and how its tasks are run (0 turns a part off)."""
 
     align_steps: int = 0
@@ -139,7 +139,7 @@ class TaskScores(BaseModel):
 
 
 def align_and_score(
-    bank_url: str, out: Path, settings: PolicySettings, *, progress: bool = True
+    bank_url: str, out: Path, settings: CodebookPolicyConfig, *, progress: bool = True
 ) -> AlignedHits:
     """Align a policy on ``bank_url`` into ``out`` (unless done) and score its held-out hits."""
     from genmem.envs.bundled import replace_text
@@ -233,7 +233,7 @@ def _once(rank: Any) -> Any:
     return cached
 
 
-def _align(bank: Any, out: Path, settings: PolicySettings, progress: bool) -> dict[str, Any]:
+def _align(bank: Any, out: Path, settings: CodebookPolicyConfig, progress: bool) -> dict[str, Any]:
     """Align a policy on ``bank`` into ``out``; its report."""
     from genmem.training.align import run_align
     from genmem.training.align_data import ADDRESSING, AlignDataConfig
@@ -272,10 +272,10 @@ def _generator(policy_dir: Path, bank: Any) -> Any:
     )
 
 
-def _task_settings(settings: PolicySettings, methods: list[str], bank_url: str | None) -> Any:
-    from genmem.experiments.evaluate import EvalSettings
+def _task_settings(settings: CodebookPolicyConfig, methods: list[str], bank_url: str | None) -> Any:
+    from genmem.experiments.evaluate import EvalConfig
 
-    return EvalSettings(
+    return EvalConfig(
         methods=methods,  # type: ignore[arg-type]
         limit=settings.tasks,
         model=settings.model,
@@ -293,7 +293,7 @@ def _scores(records: Sequence[Any]) -> dict[str, float]:
 
 
 def none_scores(
-    env: Any, out: Path, settings: PolicySettings, *, progress: bool = True
+    env: Any, out: Path, settings: CodebookPolicyConfig, *, progress: bool = True
 ) -> dict[str, float]:
     """The ``none`` method's score per task (run once, shared by every row)."""
     from genmem.experiments.evaluate import evaluate, read_records
@@ -306,7 +306,7 @@ def score_tasks(
     env: Any,
     bank_url: str,
     out: Path,
-    settings: PolicySettings,
+    settings: CodebookPolicyConfig,
     baseline: Mapping[str, float],
     *,
     policy_dir: Path | None = None,

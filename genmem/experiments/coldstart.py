@@ -315,12 +315,12 @@ class _Stages:
     def _planners(self) -> tuple[list[Any], Any]:
         """Compiled StackPlanner graphs, greedy (first try) and sampled (the others); the
         sampled tries' model."""
-        from genmem.graph.stack import StackBudget
+        from genmem.graph.stack import StackBudgetConfig
         from genmem.graph.stackplanner import StackPlannerConfig, build_stackplanner_graph
         from genmem.policies.backends import capped_chat_model
 
         tools = self.env.tools()
-        cfg = StackPlannerConfig(budget=StackBudget(max_steps=self.config.max_steps))
+        cfg = StackPlannerConfig(budget=StackBudgetConfig(max_steps=self.config.max_steps))
         graphs = []
         for temperature in (None, self.config.temperature):
             chat = capped_chat_model(

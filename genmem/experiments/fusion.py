@@ -36,7 +36,7 @@ from genmem.envs.base import Environment, Task
 from genmem.envs.stats import (
     DEFAULT_INTERVALS,
     Estimate,
-    IntervalSettings,
+    IntervalConfig,
     PairedDiff,
     mean_interval,
     paired_difference,
@@ -132,7 +132,7 @@ class FusionReport(BaseModel):
     errors: dict[str, int] = Field(description="Errored runs per condition (each scored 0).")
     settings: dict[str, Any] = Field(default_factory=dict)
     records: str
-    intervals: IntervalSettings = DEFAULT_INTERVALS
+    intervals: IntervalConfig = DEFAULT_INTERVALS
 
 
 def _rows(path: Path, model: type[BaseModel]) -> list[Any]:
@@ -241,7 +241,7 @@ def run_fusion(
     limit: int | None = None,
     progress: bool = True,
     concurrency: int = 1,
-    intervals: IntervalSettings = DEFAULT_INTERVALS,
+    intervals: IntervalConfig = DEFAULT_INTERVALS,
     on_record: Callable[[FusionRecord], None] | None = None,
 ) -> FusionReport:
     """Fuse each task's two nearest entries and run every condition; write records and summary.
@@ -305,7 +305,7 @@ def _report(
     conditions: Sequence[str],
     config: FusionConfig,
     bank_url: str,
-    intervals: IntervalSettings,
+    intervals: IntervalConfig,
 ) -> FusionReport:
     """The summary of ``records``: means, fused's paired differences, what the gate did."""
     scores = {c: scores_by_task(r for r in records if r.condition == c) for c in conditions}

@@ -38,7 +38,7 @@ from genmem.envs.base import Environment, Task
 from genmem.envs.stats import (
     DEFAULT_INTERVALS,
     Estimate,
-    IntervalSettings,
+    IntervalConfig,
     PairedDiff,
     mean_interval,
     paired_difference,
@@ -193,7 +193,7 @@ class SymbolsReport(BaseModel):
     skipped: dict[str, str] = Field(default_factory=dict, description="Condition -> why not.")
     settings: dict[str, Any] = Field(default_factory=dict)
     records: str
-    intervals: IntervalSettings = DEFAULT_INTERVALS
+    intervals: IntervalConfig = DEFAULT_INTERVALS
 
 
 class _Given:
@@ -233,7 +233,7 @@ def run_symbols(
     limit: int | None = None,
     progress: bool = True,
     concurrency: int = 1,
-    intervals: IntervalSettings = DEFAULT_INTERVALS,
+    intervals: IntervalConfig = DEFAULT_INTERVALS,
     on_record: Callable[[SymbolRecord], None] | None = None,
 ) -> SymbolsReport:
     """Run every condition on ``env``'s first ``limit`` tasks; write records and the summary.
@@ -415,7 +415,7 @@ def _summaries(
     records: Sequence[SymbolRecord],
     conditions: Sequence[str],
     beams: Sequence[int],
-    intervals: IntervalSettings,
+    intervals: IntervalConfig,
 ) -> dict[str, dict[str, ConditionResult]]:
     def scores(condition: str, k: int) -> dict[str, float]:
         return scores_by_task(r for r in records if r.condition == condition and r.k == k)

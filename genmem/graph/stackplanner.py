@@ -57,7 +57,7 @@ from genmem.graph.planner_actions import (
     parse_decision,
 )
 from genmem.graph.ranked_actor import RankedActor
-from genmem.graph.stack import InvalidStackEdit, StackBudget, TaskStack, approx_tokens
+from genmem.graph.stack import InvalidStackEdit, StackBudgetConfig, TaskStack, approx_tokens
 from genmem.graph.subagents import SubAgent, default_subagents, subagent_prompt
 from genmem.graph.trajectory import StepRecord, Trajectory, extend_or_reset
 from genmem.memory.data_block import data_block
@@ -129,7 +129,7 @@ class PlannerState(TypedDict, total=False):
 
 
 class PlannerContext(TypedDict, total=False):
-    """Per-run budget overrides (any :class:`~genmem.graph.stack.StackBudget` field)."""
+    """Per-run budget overrides (any :class:`~genmem.graph.stack.StackBudgetConfig` field)."""
 
     max_steps: int
     max_entries: int
@@ -141,7 +141,7 @@ class PlannerContext(TypedDict, total=False):
 class StackPlannerConfig:
     """Budgets and decoding settings of a StackPlanner run."""
 
-    budget: StackBudget = field(default_factory=StackBudget)
+    budget: StackBudgetConfig = field(default_factory=StackBudgetConfig)
     max_stack_chars: int = 6000
     """Characters of the rendered stack shown to the coordinator (newest entries kept)."""
     structured: Literal["auto", "on", "off"] = "auto"
@@ -645,8 +645,8 @@ def _run_budget(runtime: Runtime[PlannerContext], cfg: StackPlannerConfig) -> di
     return asdict(replace(cfg.budget, **overrides))
 
 
-def _budget(state: Any, cfg: StackPlannerConfig) -> StackBudget:
-    return StackBudget(**state["budget"]) if state.get("budget") else cfg.budget
+def _budget(state: Any, cfg: StackPlannerConfig) -> StackBudgetConfig:
+    return StackBudgetConfig(**state["budget"]) if state.get("budget") else cfg.budget
 
 
 def _stop_reason(state: PlannerState, cfg: StackPlannerConfig) -> str | None:
@@ -678,12 +678,12 @@ def _describe_edit(old: TaskStack, new: TaskStack, action: ReviseAction) -> str:
 def compile_planner(chat: BaseChatModel | str, tools: Any, max_steps: int) -> Any:
     """StackPlanner compiled with an environment's ``tools`` (``solver``, ``research`` and
     ``interactor`` lists) and a ``max_steps`` budget."""
-    from genmem.graph.stack import StackBudget
+    from genmem.graph.stack import StackBudgetConfig
 
     return build_stackplanner_graph(
         chat,
         solver_tools=tools.solver,
         research_tools=tools.research,
         interactor_tools=tools.interactor,
-        config=StackPlannerConfig(budget=StackBudget(max_steps=max_steps)),
+        config=StackPlannerConfig(budget=StackBudgetConfig(max_steps=max_steps)),
     ).compile()
