@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from genmem.envs.bundled import append_jsonl, jsonl_rows
 from genmem.memory.build import source_query
-from genmem.policies.prompts import SEED_LESSON_PROMPT
+from genmem.policies.prompts import SEED_LESSON_PROMPT, seed_lesson_user_message
 
 __all__ = [
     "DistillMode",
@@ -209,7 +209,7 @@ def model_experience(chat: Any, question: str, answer: str) -> str:
 
     from genmem.policies.json_reply import ask_json
 
-    user = f"Problem:\n{question.strip()}\n\nWorked solution:\n{_CALC.sub('', answer).strip()}"
+    user = seed_lesson_user_message(question, _CALC.sub("", answer))
     schema = SeedLesson.model_json_schema()
     schema["properties"]["problem_type"]["maxLength"] = 80
     schema["properties"]["procedure"]["maxLength"] = 320

@@ -60,14 +60,14 @@ from genmem.graph.ranked_actor import RankedActor
 from genmem.graph.stack import InvalidStackEdit, StackBudgetConfig, TaskStack, approx_tokens
 from genmem.graph.subagents import SubAgent, default_subagents, subagent_prompt
 from genmem.graph.trajectory import StepRecord, Trajectory, extend_or_reset
-from genmem.memory.data_block import data_block
 from genmem.policies.backends import load_chat_model
 from genmem.policies.chat_local import content_text
 from genmem.policies.json_reply import accepts_json_schema, ask_json, json_schema_runnable
 from genmem.policies.prompts import (
     COORDINATOR_PROMPT,
     COORDINATOR_STAGED_PROMPT,
-    NO_MEMORY_ANSWER,
+    coordinator_user_message,
+    subagent_task_message,
 )
 
 __all__ = [
@@ -204,19 +204,14 @@ def _tokens(message: Any, fallback_text: str) -> int:
 
 
 def _context_message(state: PlannerState, stack: TaskStack, cfg: StackPlannerConfig) -> str:
-    parts = [f"Task:\n{state['query'].strip()}"]
-    support = (state.get("support") or "").strip()
-    if support and support != NO_MEMORY_ANSWER:
-        parts.append(data_block("retrieved_experience", support))
-    parts.append(f"Task stack:\n{data_block('task_stack', stack.render(cfg.max_stack_chars))}")
-    if state.get("observation"):
-        parts.append(f"Last observation:\n{data_block('observation', state['observation'])}")
-    budget = _budget(state, cfg)
-    parts.append(
-        f"Step {state.get('n_steps', 0) + 1} of at most {budget.max_steps}. Reply with one JSON "
-        "object."
+    return coordinator_user_message(
+        state["query"],
+        stack.render(cfg.max_stack_chars),
+        support=state.get("support"),
+        observation=state.get("observation"),
+        step=state.get("n_steps", 0) + 1,
+        max_steps=_budget(state, cfg).max_steps,
     )
-    return "\n\n".join(parts)
 
 
 class _SubAgentRunner:
@@ -237,8 +232,7 @@ class _SubAgentRunner:
         so a terse delegation still reaches an agent that can see the problem. ``support`` is
         the coordinator's to pass on: a tool-calling sub-agent sees only its sub-task.
         """
-        if overall and overall.strip() and overall.strip() not in task:
-            task = f"The overall task, for context:\n{overall.strip()}\n\nYour sub-task:\n{task}"
+        task = subagent_task_message(task, overall)
         if not self.agent.tools:
             reply = self.model.invoke([SystemMessage(self.prompt), HumanMessage(task)])
             return content_text(reply.content).strip(), []
