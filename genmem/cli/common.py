@@ -116,10 +116,12 @@ def add_addresser_argument(p: argparse.ArgumentParser) -> None:
 
 def add_distill_argument(p: argparse.ArgumentParser) -> None:
     """``--distill``: who writes a GSM8K seed bank's experiences (the same in every command)."""
+    from genmem.experiments.seed_bank import DEFAULT_DISTILL
+
     p.add_argument(
         "--distill",
         choices=("procedure", "reference", "abstract", "model"),
-        default="procedure",
+        default=DEFAULT_DISTILL,
         help="who writes the seed experiences: the procedure of each reference solution without "
         "its problem text (procedure, default), the same with the problem (reference), the "
         "procedure with names and numbers as placeholders A, n1 (abstract), or the default "
@@ -132,8 +134,10 @@ def add_source_argument(p: argparse.ArgumentParser) -> None:
     """``--source``: what a seed bank is built from (the same in every command): an environment
     that can seed one (``genmem.envs.benches.seed_sources``)."""
     from genmem.envs.benches import seed_sources
+    from genmem.experiments.seed_bank import SeedBankConfig
 
     sources = seed_sources()
+    default = SeedBankConfig.model_fields["source"].default
     about = "; ".join(
         f"{name}: {s.about}" + (" (--distill abstract only)" if s.write is not None else "")
         for name, s in sources.items()
@@ -141,8 +145,8 @@ def add_source_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--source",
         choices=list(sources),
-        default="gsm8k",
-        help=f"where the seed experiences come from (default gsm8k). {about}",
+        default=default,
+        help=f"where the seed experiences come from (default {default}). {about}",
     )
 
 
