@@ -134,10 +134,9 @@ def add_source_argument(p: argparse.ArgumentParser) -> None:
     """``--source``: what a seed bank is built from (the same in every command): an environment
     that can seed one (``genmem.envs.benches.seed_sources``)."""
     from genmem.envs.benches import seed_sources
-    from genmem.experiments.seed_bank import SeedBankConfig
+    from genmem.experiments.seed_bank import DEFAULT_SOURCE
 
     sources = seed_sources()
-    default = SeedBankConfig.model_fields["source"].default
     about = "; ".join(
         f"{name}: {s.about}" + (" (--distill abstract only)" if s.write is not None else "")
         for name, s in sources.items()
@@ -145,8 +144,8 @@ def add_source_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--source",
         choices=list(sources),
-        default=default,
-        help=f"where the seed experiences come from (default {default}). {about}",
+        default=DEFAULT_SOURCE,
+        help=f"where the seed experiences come from (default {DEFAULT_SOURCE}). {about}",
     )
 
 

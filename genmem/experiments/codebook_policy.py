@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from genmem.envs.stats import DEFAULT_INTERVALS, IntervalConfig, PairedDiff
 from genmem.errors import GenMemError
@@ -70,36 +69,47 @@ def rate(values: Sequence[float | bool], settings: IntervalConfig = DEFAULT_INTE
     )
 
 
-@dataclass(frozen=True, kw_only=True)
-class CodebookPolicyConfig:
-    """How each row's policy is aligned and how its tasks are run (0 turns a part off)."""
+class CodebookPolicyConfig(BaseModel):
+    """How each row's policy is aligned and how its tasks are run (0 turns a part off).
 
-    align_steps: int = 0
-    """Optimiser steps of each bank's alignment (0: no aligned policy)."""
-    preset: str = "cpu-lora"
-    """Training preset of the alignments (as ``genmem train align --config``)."""
-    candidates: int = DEFAULT_K
-    """Candidates every addresser proposes per held-out question."""
-    align_eval: int = 32
-    """Queries per split of the alignment's own before/after prefix accuracy (0: none)."""
-    tasks: int = 0
-    """Tasks scored through the graph per bank (0: none)."""
-    bench: str = "gsm8k-test"
-    """Bench the tasks come from."""
-    model: str = DEFAULT_MODEL_SPEC
-    """Chat model of the graph's roles."""
-    max_steps: int = DEFAULT_MAX_STEPS
-    """StackPlanner's step budget."""
-    max_new_tokens: int | None = None
-    """Reply cap of every model call."""
-    allowed: AllowedMode = RETRIEVER_ALLOWED
-    """SIDs MemRetriever may decode in the task runs (all, occupied, prefix)."""
+    Each field's description is the help of its ``genmem experiment codebooks`` flag."""
 
-    def __post_init__(self) -> None:
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    align_steps: int = Field(
+        default=0,
+        description="Optimiser steps of each bank's alignment, whose policy's held-out hits are "
+        "scored (0: no alignment).",
+    )
+    preset: str = Field(
+        default="cpu-lora",
+        description="Training preset of the alignments (as genmem train align --config).",
+    )
+    candidates: int = Field(
+        default=DEFAULT_K, description="Candidates every addresser proposes per question."
+    )
+    align_eval: int = Field(
+        default=32,
+        description="Queries per split of each alignment's own before/after prefix accuracy (0: "
+        "none; the held-out hits are scored on every held-out question either way).",
+    )
+    tasks: int = Field(default=0, description="Tasks scored through the graph per bank (0: none).")
+    bench: str = Field(default="gsm8k-test", description="Bench the tasks come from.")
+    model: str = Field(default=DEFAULT_MODEL_SPEC, description="Chat model of the graph's roles.")
+    max_steps: int = Field(default=DEFAULT_MAX_STEPS, description="StackPlanner's step budget.")
+    max_new_tokens: int | None = Field(default=None, description="Reply cap of every model call.")
+    allowed: AllowedMode = Field(
+        default=RETRIEVER_ALLOWED,
+        description="SIDs MemRetriever may decode in the task runs (all, occupied, prefix).",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> CodebookPolicyConfig:
         if min(self.align_steps, self.tasks, self.align_eval) < 0:
             raise ValueError("align steps, eval size and tasks are counts: 0 or more")
         if self.candidates < 5:
             raise ValueError(f"candidates={self.candidates}: Hit@5 needs at least 5")
+        return self
 
 
 METHODS = ("sid", "sid_reranked", "tfidf", "tfidf_reranked", "quantizer_reranked")

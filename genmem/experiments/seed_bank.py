@@ -37,6 +37,7 @@ from genmem.policies.prompts import SEED_LESSON_PROMPT, seed_lesson_user_message
 __all__ = [
     "DEFAULT_DISTILL",
     "DEFAULT_SEED_SIZE",
+    "DEFAULT_SOURCE",
     "MIN_FIT_SIZE",
     "MODEL_SEED_SIZE",
     "DistillMode",
@@ -62,6 +63,9 @@ things counted and the operations)."""
 
 DEFAULT_DISTILL: DistillMode = "procedure"
 """Who writes a seed bank's experiences unless told otherwise (every command's ``--distill``)."""
+
+DEFAULT_SOURCE = "gsm8k"
+"""What a seed bank is built from unless told otherwise (every command's ``--source``)."""
 
 DEFAULT_SEED_SIZE = 300
 """Training rows a seed bank is built from unless told otherwise (``genmem bank seed --size``,
@@ -102,7 +106,7 @@ class SeedBankConfig(BaseModel):
         description="Refuse junk experiences (the write gate, grounded in the problem).",
     )
     source: str = Field(
-        default="gsm8k",
+        default=DEFAULT_SOURCE,
         description="The environment whose training data the experiences come from (one of "
         "genmem.envs.benches.seed_sources(): GSM8K training problems, the bundled QA questions, "
         "TextWorld training games, ...).",
