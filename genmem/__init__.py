@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from genmem.graph.evolver import EvolverConfig
     from genmem.graph.loop import build_genmem_graph
     from genmem.graph.retriever import MemoryContext, RetrieverConfig
-    from genmem.graph.stack import StackBudget
+    from genmem.graph.stack import StackBudgetConfig
     from genmem.graph.stackplanner import StackPlannerConfig
     from genmem.graph.trajectory import Trajectory
     from genmem.graph.wiring import closed_loop
@@ -51,7 +51,7 @@ _PUBLIC = {
     "MemoryContext": "genmem.graph.retriever",
     "RetrieverConfig": "genmem.graph.retriever",
     "SID": "genmem.memory.sid",
-    "StackBudget": "genmem.graph.stack",
+    "StackBudgetConfig": "genmem.graph.stack",
     "StackPlannerConfig": "genmem.graph.stackplanner",
     "Trajectory": "genmem.graph.trajectory",
     "add_memory": "genmem.graph.embed",
@@ -75,7 +75,7 @@ __all__ = [
     "GenMemError",
     "MemoryContext",
     "RetrieverConfig",
-    "StackBudget",
+    "StackBudgetConfig",
     "StackPlannerConfig",
     "Trajectory",
     "__version__",

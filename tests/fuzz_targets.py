@@ -534,7 +534,7 @@ def _replies_to_roles() -> st.SearchStrategy[list[str]]:
 
 def _check_replies(replies: list[str], folder: Path) -> str:
     from genmem.graph.loop import build_genmem_graph
-    from genmem.graph.stack import StackBudget
+    from genmem.graph.stack import StackBudgetConfig
     from genmem.graph.stackplanner import StackPlannerConfig
     from genmem.memory.gate import check_payload
     from genmem.memory.location import open_bank
@@ -551,7 +551,7 @@ def _check_replies(replies: list[str], folder: Path) -> str:
     graph = build_genmem_graph(
         FakeChat(responses=replies),
         sid_generator=FixedGenerator([slot]),
-        planner_config=StackPlannerConfig(budget=StackBudget(max_steps=2)),
+        planner_config=StackPlannerConfig(budget=StackBudgetConfig(max_steps=2)),
     ).compile()
     out = graph.invoke({"query": _QUERY, "mode": "evolve"}, context={"bank_url": url})
     assert out.get("status"), out  # every run ends with a status (answer, budget, error, ...)

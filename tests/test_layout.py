@@ -148,3 +148,59 @@ def test_no_import_circles() -> None:
 )
 def test_the_circle_finder_finds_circles(graph, cycles) -> None:
     assert _cycles(graph) == cycles
+
+
+CONFIG_SUFFIXES_REFUSED = ("Settings", "Preset", "Presets", "Budget", "Params", "Parameters")
+"""Suffixes that no settings class carries: ``<Concern>Config`` names them (docs/development.md,
+"Naming configs")."""
+
+
+def _config_names(sources: dict[str, str]) -> list[str]:
+    """Classes of ``sources`` (module -> text) that break the naming rule for configs, each with
+    why: a refused suffix, an ``Options`` class outside the benchmark option groups, or a
+    benchmark option group not named ``Options``."""
+    bases: dict[str, set[str]] = {}
+    where: dict[str, str] = {}
+    for module, text in sources.items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef):
+                bases[node.name] = {ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases}
+                where[node.name] = module
+
+    def option_group(name: str, seen: frozenset[str] = frozenset()) -> bool:
+        if name == "EnvOptions":
+            return True
+        return any(option_group(b, seen | {name}) for b in bases.get(name, ()) if b not in seen)
+
+    wrong = []
+    for name in sorted(bases):
+        place = f"{where[name]}.{name}"
+        if name.endswith(CONFIG_SUFFIXES_REFUSED):
+            wrong.append(f"{place}: a settings class ends in Config")
+        elif name.endswith("Options") and name != "BenchOptions" and not option_group(name):
+            wrong.append(f"{place}: Options names only a benchmark's option group (EnvOptions)")
+        elif option_group(name) and not name.endswith("Options"):
+            wrong.append(f"{place}: a benchmark's option group ends in Options")
+    return wrong
+
+
+def test_config_classes_follow_the_naming_rule() -> None:
+    sources = {_module(p): p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py")}
+    assert _config_names(sources) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "wrong"),
+    [
+        ("class EnvOptions: ...\nclass WebOptions(EnvOptions): ...\nclass GateConfig: ...", []),
+        ("class EvalSettings: ...", ["m.EvalSettings: a settings class ends in Config"]),
+        ("class RunOptions: ...", ["m.RunOptions: Options names only a benchmark's option group"]),
+        (
+            "class EnvOptions: ...\nclass QAOptions(EnvOptions): ...\nclass Web(QAOptions): ...",
+            ["m.Web: a benchmark's option group ends in Options"],
+        ),
+    ],
+)
+def test_the_naming_rule_finds_wrong_names(source, wrong) -> None:
+    found = _config_names({"m": source})
+    assert [w.split(" (")[0] for w in found] == wrong

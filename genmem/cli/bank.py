@@ -19,6 +19,7 @@ from genmem.cli.common import (
     iter_jsonl,
     positive_int,
 )
+from genmem.experiments.seed_bank import DEFAULT_SEED_SIZE
 from genmem.policies.backends import DEFAULT_MODEL_SPEC
 from genmem.tools.lookup import DEFAULT_LOOKUP_K
 
@@ -66,7 +67,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_distill_argument(sd)
     add_source_argument(sd)
-    sd.add_argument("--size", type=positive_int, default=300, help="training problems (300)")
+    sd.add_argument(
+        "--size",
+        type=positive_int,
+        default=DEFAULT_SEED_SIZE,
+        help=f"training problems ({DEFAULT_SEED_SIZE})",
+    )
     sd.add_argument(
         "--fit-size", type=positive_int, help="problems the codebooks are fitted on (--size)"
     )
@@ -219,10 +225,16 @@ def _build(args: argparse.Namespace) -> int:
 def _seed(args: argparse.Namespace) -> int:
     from genmem.cli.tasks import first_error
     from genmem.experiments.retrieval_eval import RetrievalPair, query_payload_overlap
-    from genmem.experiments.seed_bank import SeedBankConfig, build_seed_bank, seed_pairs
+    from genmem.experiments.seed_bank import (
+        MIN_FIT_SIZE,
+        SeedBankConfig,
+        build_seed_bank,
+        seed_pairs,
+    )
     from genmem.memory.location import open_bank
 
-    fit = max(48, args.fit_size or args.size)
+    # an explicit --fit-size below the least is raised to it, as the default (--size) is
+    fit = max(MIN_FIT_SIZE, args.fit_size) if args.fit_size else None
     try:
         cfg = SeedBankConfig(
             distill=args.distill, size=args.size, fit_size=fit, model=args.model, source=args.source

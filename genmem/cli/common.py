@@ -11,7 +11,7 @@ from typing import Any
 
 from genmem.cli.argtypes import CLIError, nonnegative_int, positive_float, positive_int
 from genmem.cli.fields import add_field_flags, field_help
-from genmem.experiments.run_settings import GraphRunSettings
+from genmem.experiments.run_config import GraphRunConfig
 from genmem.graph.stack import DEFAULT_MAX_STEPS
 
 __all__ = [
@@ -68,14 +68,14 @@ def sid_generator(spec: str, bank: Any, **kwargs: Any) -> Any:
 
 def add_budget_arguments(p: argparse.ArgumentParser, *, max_steps: int = DEFAULT_MAX_STEPS) -> None:
     """``--max-steps``, ``--max-new-tokens`` and ``--allowed``: the budgets of a graph run
-    (fields of :class:`~genmem.experiments.run_settings.GraphRunSettings`); ``max_steps``: a
+    (fields of :class:`~genmem.experiments.run_config.GraphRunConfig`); ``max_steps``: a
     command's own default step budget."""
-    steps = GraphRunSettings.model_fields["max_steps"]
+    steps = GraphRunConfig.model_fields["max_steps"]
     own_help = f"{field_help(steps, default=False)} (default {max_steps})"
     own = {"default": max_steps, "help": own_help}
     add_field_flags(
         p,
-        GraphRunSettings,
+        GraphRunConfig,
         ["max_steps", "max_new_tokens", "allowed"],
         overrides={"max_steps": own} if max_steps != steps.default else None,
     )
@@ -83,7 +83,7 @@ def add_budget_arguments(p: argparse.ArgumentParser, *, max_steps: int = DEFAULT
 
 def add_interactor_argument(p: argparse.ArgumentParser) -> None:
     """``--interactor``: how the game-playing sub-agent acts (the same in every command)."""
-    add_field_flags(p, GraphRunSettings, ["interactor"])
+    add_field_flags(p, GraphRunConfig, ["interactor"])
 
 
 def check_interactor(args: argparse.Namespace) -> None:
@@ -111,15 +111,17 @@ def add_concurrency_argument(p: argparse.ArgumentParser) -> None:
 
 def add_addresser_argument(p: argparse.ArgumentParser) -> None:
     """``--addresser``: what chooses SIDs (the same meaning in every command)."""
-    add_field_flags(p, GraphRunSettings, ["addresser"])
+    add_field_flags(p, GraphRunConfig, ["addresser"])
 
 
 def add_distill_argument(p: argparse.ArgumentParser) -> None:
     """``--distill``: who writes a GSM8K seed bank's experiences (the same in every command)."""
+    from genmem.experiments.seed_bank import DEFAULT_DISTILL
+
     p.add_argument(
         "--distill",
         choices=("procedure", "reference", "abstract", "model"),
-        default="procedure",
+        default=DEFAULT_DISTILL,
         help="who writes the seed experiences: the procedure of each reference solution without "
         "its problem text (procedure, default), the same with the problem (reference), the "
         "procedure with names and numbers as placeholders A, n1 (abstract), or the default "
@@ -132,6 +134,7 @@ def add_source_argument(p: argparse.ArgumentParser) -> None:
     """``--source``: what a seed bank is built from (the same in every command): an environment
     that can seed one (``genmem.envs.benches.seed_sources``)."""
     from genmem.envs.benches import seed_sources
+    from genmem.experiments.seed_bank import DEFAULT_SOURCE
 
     sources = seed_sources()
     about = "; ".join(
@@ -141,8 +144,8 @@ def add_source_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--source",
         choices=list(sources),
-        default="gsm8k",
-        help=f"where the seed experiences come from (default gsm8k). {about}",
+        default=DEFAULT_SOURCE,
+        help=f"where the seed experiences come from (default {DEFAULT_SOURCE}). {about}",
     )
 
 

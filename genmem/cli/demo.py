@@ -18,6 +18,7 @@ from typing import Any
 
 from genmem.cli.common import add_distill_argument, emit, positive_int
 from genmem.cli.run import add_loop_arguments, build_loop_app, render_details, render_table
+from genmem.experiments.seed_bank import DEFAULT_SEED_SIZE, MIN_FIT_SIZE, MODEL_SEED_SIZE
 
 __all__ = ["register", "run_demo"]
 
@@ -38,14 +39,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--seed-size",
         type=positive_int,
-        help="training problems in the seed bank (default 300; 12 with --distill model)",
+        help=f"training problems in the seed bank (default {DEFAULT_SEED_SIZE}; "
+        f"{MODEL_SEED_SIZE} with --distill model)",
     )
     p.add_argument(
         "--fit-size",
         type=positive_int,
-        default=300,
-        help="training problems whose digests the codebooks are fitted on (default 300, at "
-        "least 48)",
+        default=DEFAULT_SEED_SIZE,
+        help="training problems whose digests the codebooks are fitted on (default "
+        f"{DEFAULT_SEED_SIZE}, at least {MIN_FIT_SIZE})",
     )
     p.add_argument("--out", default="genmem-demo", help="output folder (default genmem-demo/)")
     # a coordinator step to delegate and one to answer: the third step of `genmem run`'s
@@ -70,12 +72,15 @@ def run_demo(args: argparse.Namespace, *, progress: bool = True) -> dict[str, An
     from genmem.memory.bank_copy import copy_bank_file
     from genmem.memory.location import open_bank
 
-    size = args.seed_size or (12 if args.distill == "model" else 300)
+    size = args.seed_size or (MODEL_SEED_SIZE if args.distill == "model" else DEFAULT_SEED_SIZE)
     timings: dict[str, float] = {}
     t = time.perf_counter()
     seed = build_seed_bank(
         SeedBankConfig(
-            distill=args.distill, size=size, fit_size=max(48, args.fit_size), model=args.model
+            distill=args.distill,
+            size=size,
+            fit_size=max(MIN_FIT_SIZE, args.fit_size),
+            model=args.model,
         ),
         progress=progress,
     )

@@ -27,14 +27,17 @@ from genmem.cli.tasks import add_task_arguments, check_task_source, environment
 
 __all__ = ["bank_or_seed", "register"]
 
+# eval's own bank when none is given: reference digests of 2000 problems, codebooks fitted on
+# 1000 (not the seed bank defaults: this is the bank eval's figures were measured on)
 _DEFAULT_BANK_SIZE = 2000
+_DEFAULT_BANK_FIT = 1000
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``genmem eval``."""
     from genmem.envs.benches import BENCHES
-    from genmem.experiments.evaluate import EvalSettings
-    from genmem.experiments.run_settings import DEFAULT_CANDIDATES
+    from genmem.experiments.evaluate import EvalConfig
+    from genmem.experiments.run_config import DEFAULT_CANDIDATES
     from genmem.policies.baselines import DEFAULT_K
 
     benches = "; ".join(f"{b.name}: {b.about}" for b in BENCHES.values())
@@ -65,7 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "with --pairs, where it is always the policy's own generation)",
     )
     p.add_argument("--limit", type=positive_int, help="first N tasks")
-    add_field_flags(p, EvalSettings, ["model"])
+    add_field_flags(p, EvalConfig, ["model"])
     add_addresser_argument(p)
     add_sid_model_argument(p)
     p.add_argument(
@@ -80,10 +83,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="read_only (default): memory methods never write; evolve: each method writes to "
         "its own copy of the bank",
     )
-    candidates = field_help(EvalSettings.model_fields["candidates"], default=False)
+    candidates = field_help(EvalConfig.model_fields["candidates"], default=False)
     add_field_flags(
         p,
-        EvalSettings,
+        EvalConfig,
         ["candidates", "rerank", "memory_k"],
         overrides={
             "candidates": {
@@ -121,7 +124,8 @@ def bank_or_seed(bank: str | None, out: Path, *, progress: bool) -> str:
     from genmem.memory.bank_copy import copy_bank_file
 
     seed = build_seed_bank(
-        SeedBankConfig(distill="reference", size=_DEFAULT_BANK_SIZE), progress=progress
+        SeedBankConfig(distill="reference", size=_DEFAULT_BANK_SIZE, fit_size=_DEFAULT_BANK_FIT),
+        progress=progress,
     )
     target = out / "bank.db"
     if not target.exists():
@@ -138,14 +142,14 @@ def _eval(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if args.pairs:
         return _eval_retrieval(args, methods, out)
-    from genmem.experiments.evaluate import EvalSettings, evaluate, summary_markdown
+    from genmem.experiments.evaluate import EvalConfig, evaluate, summary_markdown
     from genmem.experiments.plots import plot_eval_summary
 
     env = environment(args)
     out.mkdir(parents=True, exist_ok=True)
     memory = any(m != "none" for m in methods)
     bank_url = bank_or_seed(args.bank, out, progress=not args.json) if memory else None
-    settings = model_from_args(EvalSettings, args, methods=methods, bank_url=bank_url)
+    settings = model_from_args(EvalConfig, args, methods=methods, bank_url=bank_url)
     started = time.perf_counter()
     report = evaluate(
         env,
@@ -253,7 +257,7 @@ def _eval_retrieval(args: argparse.Namespace, methods: list[str], out: Path) -> 
 
 
 def _retrieval_table(result: dict[str, Any]) -> str:
-    from genmem.envs.stats import IntervalSettings, describe, format_interval
+    from genmem.envs.stats import IntervalConfig, describe, format_interval
 
     head = ["method", "cand. hit", "hit@1", "hit@5", "prefix@1 per level", "s/query"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -282,7 +286,7 @@ def _retrieval_table(result: dict[str, Any]) -> str:
             ]
             h5 = diffs["hit_at_5"]
             lines.append(f"| {name} | " + " | ".join(cells) + f" | {h5['wins']} / {h5['losses']} |")
-    settings = describe(IntervalSettings.model_validate(result["intervals"]))
+    settings = describe(IntervalConfig.model_validate(result["intervals"]))
     overlap = result["query_payload_overlap"]
     text = (
         "\n".join(lines)

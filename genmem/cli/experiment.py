@@ -20,10 +20,10 @@ from genmem.cli.common import (
     emit,
     positive_int,
 )
+from genmem.cli.fields import add_field_flags, field_help, model_from_args
 from genmem.cli.tasks import add_task_arguments, check_task_source, environment, first_error
 from genmem.cli.train import CONFIG_HELP
 from genmem.policies.backends import DEFAULT_MODEL_SPEC
-from genmem.policies.baselines import DEFAULT_K
 
 __all__ = ["register"]
 
@@ -31,6 +31,10 @@ __all__ = ["register"]
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``genmem experiment`` and its sub-commands."""
     from genmem.envs.benches import seed_sources
+    from genmem.experiments.codebook_ablation import AblationConfig
+    from genmem.experiments.codebook_policy import CodebookPolicyConfig
+    from genmem.experiments.fusion import FUSION_CONDITIONS, FusionConfig
+    from genmem.experiments.symbols import CONDITIONS, SymbolsConfig
 
     p = sub.add_parser(
         "experiment", help="analyses of the memory: SID symbols, fusion, codebook ablations"
@@ -51,13 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_task_arguments(s, default="gsm8k-test")
     s.add_argument("--limit", type=positive_int, help="first N tasks")
-    s.add_argument(
-        "--beams", default="1,5,10", help="comma-separated k: SIDs per task (default 1,5,10)"
-    )
+    symbols = SymbolsConfig.model_fields
+    # list flags: given as comma-separated text, read by _ints / _names
+    s.add_argument("--beams", help=f"comma-separated k: {field_help(symbols['beams'])}")
     s.add_argument(
         "--conditions",
-        help="comma-separated subset of raw,l1,l1_l2,l1_l3,full,rewrite,retrieved,shuffled,"
-        "random (default all; raw always runs)",
+        help=f"comma-separated subset of {','.join(CONDITIONS)} (default all; raw always runs)",
     )
     s.add_argument(
         "--bank",
@@ -68,11 +71,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_addresser_argument(s)
     add_sid_model_argument(s)
-    s.add_argument(
-        "--memory-k", type=positive_int, default=1, help="entries one SID's lookup returns (1)"
-    )
-    s.add_argument(
-        "--control-seed", type=int, default=0, help="seed of the shuffled and random SIDs (0)"
+    add_field_flags(
+        s,
+        SymbolsConfig,
+        ["memory_k", "seed"],
+        overrides={"memory_k": {"type": positive_int}, "seed": {"flag": "--control-seed"}},
     )
     add_budget_arguments(s)
     add_concurrency_argument(s)
@@ -98,15 +101,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--limit", type=positive_int, help="first N tasks")
     f.add_argument(
         "--conditions",
-        help="comma-separated subset of none,a,b,both,fused,unchecked (default all; fused "
+        help=f"comma-separated subset of {','.join(FUSION_CONDITIONS)} (default all; fused "
         "always runs)",
     )
-    f.add_argument(
-        "--pair-by",
-        choices=("tfidf", "dense"),
-        default="tfidf",
-        help="how each task's two source entries are found (default tfidf)",
-    )
+    add_field_flags(f, FusionConfig, ["pair_by"])
     f.add_argument(
         "--bank",
         help="bank URL (default: the GSM8K seed bank of reference digests, built once, cached)",
@@ -143,12 +141,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_source_argument(c)
     add_distill_argument(c)
-    c.add_argument("--size", type=positive_int, default=300, help="source rows per bank (300)")
+    add_field_flags(c, AblationConfig, ["size"])
+    shapes = ";".join(",".join(map(str, s)) for s in AblationConfig.model_fields["configs"].default)
     c.add_argument(
         "--configs",
-        default="48,16,8,8;48,32,32",
-        help="codebook shapes compared (default '48,16,8,8;48,32,32': 4 and 3 levels, 49,152 "
-        "addresses each)",
+        default=shapes,
+        help=f"codebook shapes compared (default '{shapes}': 4 and 3 levels, 49,152 addresses "
+        "each)",
     )
     c.add_argument(
         "--prefix",
@@ -156,32 +155,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="both",
         help="encode with the experience prefix, without it, or both (default)",
     )
-    c.add_argument(
-        "--heldout", type=float, default=0.2, help="share of rows kept out of the fit (0.2)"
-    )
-    c.add_argument(
-        "--candidates",
-        type=positive_int,
-        default=DEFAULT_K,
-        help=f"addresser candidates per query ({DEFAULT_K})",
-    )
-    c.add_argument(
-        "--align-steps",
-        type=int,
-        default=0,
-        metavar="N",
-        help="align one policy per bank for N optimiser steps and score its held-out hits "
-        "(default 0: no alignment)",
-    )
-    c.add_argument(
-        "--config", default="cpu-lora", help=f"alignment preset (default cpu-lora): {CONFIG_HELP}"
-    )
-    c.add_argument(
-        "--eval-size",
-        type=int,
-        default=32,
-        help="queries per split of each alignment's own before/after prefix accuracy (32; 0: "
-        "none; the held-out hits are scored on every held-out question either way)",
+    # --candidates: one flag for the quantizer's beam and every aligned policy's
+    add_field_flags(c, AblationConfig, ["heldout", "candidates"])
+    policy = CodebookPolicyConfig.model_fields
+    add_field_flags(
+        c,
+        CodebookPolicyConfig,
+        ["align_steps", "preset", "align_eval"],
+        overrides={
+            "align_steps": {"metavar": "N"},
+            "preset": {
+                "flag": "--config",
+                "help": f"alignment preset (default {policy['preset'].default}): {CONFIG_HELP}",
+            },
+            "align_eval": {"flag": "--eval-size"},
+        },
     )
     add_task_arguments(c, data_help="a task file (JSONL, or CSV for GPQA) for --limit")
     heldout = ", ".join(f"{s.heldout} for {name}" for name, s in seed_sources().items())
@@ -224,16 +212,12 @@ def _symbols(args: argparse.Namespace) -> int:
     check_task_source(args)
     check_concurrency(args)
     factory = addressing(args.model, args.sid_model)  # a bad spec: exit 2 first
-    try:
-        config = SymbolsConfig(
-            beams=_ints(args.beams, "--beams"),
-            conditions=_names(args.conditions, CONDITIONS),  # type: ignore[arg-type]
-            max_steps=args.max_steps,
-            memory_k=args.memory_k,
-            seed=args.control_seed,
-        )
-    except ValueError as exc:
-        raise CLIError(str(exc)) from None
+    lists: dict[str, Any] = {}
+    if args.beams is not None:
+        lists["beams"] = _ints(args.beams, "--beams")
+    if args.conditions is not None:
+        lists["conditions"] = _names(args.conditions, CONDITIONS)
+    config = model_from_args(SymbolsConfig, args, ["max_steps", "memory_k", "seed"], **lists)
     env = environment(args)
     out = Path(args.out)
     bank_url = bank_or_seed(args.bank, out, progress=not args.json)
@@ -288,15 +272,10 @@ def _fusion(args: argparse.Namespace) -> int:
     check_task_source(args)
     check_concurrency(args)
     factory = addressing(args.model, args.sid_model)  # a bad spec: exit 2 first
-    try:
-        config = FusionConfig(
-            conditions=_names(args.conditions, FUSION_CONDITIONS),  # type: ignore[arg-type]
-            pair_by=args.pair_by,
-            addresser=args.addresser,
-            max_steps=args.max_steps,
-        )
-    except ValueError as exc:
-        raise CLIError(str(exc)) from None
+    lists = {}
+    if args.conditions is not None:
+        lists["conditions"] = _names(args.conditions, FUSION_CONDITIONS)
+    config = model_from_args(FusionConfig, args, ["pair_by", "addresser", "max_steps"], **lists)
     env = environment(args)
     out = Path(args.out)
     bank_url = bank_or_seed(args.bank, out, progress=not args.json)
@@ -341,7 +320,7 @@ def _codebooks(args: argparse.Namespace) -> int:
         ablation_table,
         run_codebook_ablation,
     )
-    from genmem.experiments.codebook_policy import PolicySettings
+    from genmem.experiments.codebook_policy import CodebookPolicyConfig
     from genmem.memory.search import parse_configs
 
     try:
@@ -360,30 +339,32 @@ def _codebooks(args: argparse.Namespace) -> int:
     try:
         from genmem.training.config import load_preset
 
-        load_preset(args.config)  # a bad preset: exit 2 before any bank is built
-        policy = PolicySettings(
-            align_steps=args.align_steps,
-            preset=args.config,
-            candidates=args.candidates,
-            align_eval=args.eval_size,
-            tasks=args.limit or 0,
-            model=args.model,
-            max_steps=args.max_steps,
-            max_new_tokens=args.max_new_tokens,
-            allowed=args.allowed,
-        )
-        prefixes = {"both": (True, False), "with": (True,), "without": (False,)}[args.prefix]
-        config = AblationConfig(
-            source=args.source,
-            distill=args.distill,
-            size=args.size,
-            heldout=args.heldout,
-            configs=configs,
-            prefixes=prefixes,
-            candidates=args.candidates,
-        )
+        load_preset(args.preset)  # a bad preset: exit 2 before any bank is built
     except ValueError as exc:
         raise CLIError(first_error(exc)) from None
+    policy = model_from_args(
+        CodebookPolicyConfig,
+        args,
+        [
+            "align_steps",
+            "preset",
+            "candidates",
+            "align_eval",
+            "model",
+            "max_steps",
+            "max_new_tokens",
+            "allowed",
+        ],
+        tasks=args.limit or 0,
+    )
+    prefixes = {"both": (True, False), "with": (True,), "without": (False,)}[args.prefix]
+    config = model_from_args(
+        AblationConfig,
+        args,
+        ["source", "distill", "size", "heldout", "candidates"],
+        configs=configs,
+        prefixes=prefixes,
+    )
     started = time.perf_counter()
     report = run_codebook_ablation(
         config, Path(args.out), policy=policy, env=env, progress=not args.json

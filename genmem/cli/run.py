@@ -20,7 +20,7 @@ from genmem.cli.common import (
 )
 from genmem.cli.fields import add_field_flags
 from genmem.cli.tasks import add_task_arguments, check_task_source
-from genmem.experiments.run_settings import GraphRunSettings
+from genmem.experiments.run_config import GraphRunConfig
 from genmem.graph.stack import DEFAULT_MAX_STEPS
 
 __all__ = [
@@ -75,7 +75,7 @@ def add_loop_arguments(p: argparse.ArgumentParser, *, max_steps: int = DEFAULT_M
         default="evolve",
         help="evolve (default): write updates; read_only: never write; no_memory: baseline",
     )
-    add_field_flags(p, GraphRunSettings, ["model"])
+    add_field_flags(p, GraphRunConfig, ["model"])
     add_budget_arguments(p, max_steps=max_steps)
     p.add_argument("--beam", type=positive_int, default=1, help="SID candidates (1 = greedy)")
     add_addresser_argument(p)

@@ -7,10 +7,14 @@ import signal
 import sys
 import time
 
-from genmem.cli.common import emit, positive_int
-from genmem.policies.backends import DEFAULT_MODEL_SPEC
+from genmem.cli.common import emit
+from genmem.cli.fields import add_field_flags, model_from_args
+from genmem.policies.server import ServeConfig
 
 __all__ = ["register"]
+
+_FLAGS = ("model", "host", "port", "continuous_batching", "device", "dtype")
+"""The fields of :class:`ServeConfig` that are flags (the rest keep their defaults)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,17 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "port: one line, exit 1."
         ),
     )
-    p.add_argument("--model", default=DEFAULT_MODEL_SPEC, help="local (default), local:DIR or DIR")
-    p.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
-    p.add_argument("--port", type=positive_int, default=8000, help="port (default 8000)")
-    p.add_argument(
-        "--no-continuous-batching",
-        dest="continuous_batching",
-        action="store_false",
-        help="answer one request at a time",
-    )
-    p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:0, auto")
-    p.add_argument("--dtype", default="float32", help="float32 (default), bfloat16, auto")
+    add_field_flags(p, ServeConfig, _FLAGS)
     p.add_argument("--log", help="write the server's log here (default: a temporary file)")
     p.add_argument("--json", action="store_true", help="print one JSON object once it is up")
     p.set_defaults(func=_serve)
@@ -45,16 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from genmem.policies.server import ServeConfig, start_server
+    from genmem.policies.server import start_server
 
-    config = ServeConfig(
-        model=args.model,
-        host=args.host,
-        port=args.port,
-        continuous_batching=args.continuous_batching,
-        device=args.device,
-        dtype=args.dtype,
-    )
+    config = model_from_args(ServeConfig, args, _FLAGS)
     server = start_server(config, Path(args.log) if args.log else None)
     # A SIGTERM (kill, a supervisor) stops the server as Ctrl-C does, never leaving it orphaned.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

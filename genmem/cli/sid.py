@@ -33,6 +33,8 @@ _MAX_NEW_TOKENS_HELP = f"reply cap (default {DEFAULT_MAX_NEW_TOKENS})"
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``genmem sid`` and its sub-commands."""
+    from genmem.graph.compose import ComposeConfig
+
     p = sub.add_parser(
         "sid", help="generate SIDs for a query; fuse or decompose entries; time decoding"
     )
@@ -123,8 +125,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"model spec of the writer (default {DEFAULT_MODEL_SPEC})",
     )
     d.add_argument("--judge", help="model spec of the judge (default: --model)")
+    neighbours = ComposeConfig().neighbours
     d.add_argument(
-        "--neighbours", type=positive_int, default=4, help="neighbours whose pairs are scored (4)"
+        "--neighbours",
+        type=positive_int,
+        default=neighbours,
+        help=f"neighbours whose pairs are scored ({neighbours})",
     )
     d.add_argument("--max-new-tokens", type=positive_int, help=_MAX_NEW_TOKENS_HELP)
     d.add_argument("--json", action="store_true", help="print one JSON object")
@@ -273,12 +279,12 @@ def _decompose(args: argparse.Namespace) -> int:
     from genmem.policies.backends import capped_chat_model
 
     open_bank(args.bank)
-    if not 2 <= args.neighbours <= 8:
-        raise CLIError(f"--neighbours {args.neighbours}: use 2 to 8")
+    try:
+        config = ComposeConfig(neighbours=args.neighbours)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
     chat = capped_chat_model(args.model, args.max_new_tokens)
     judge = capped_chat_model(args.judge, args.max_new_tokens) if args.judge else None
-    app = build_decompose_graph(
-        chat, judge=judge, config=ComposeConfig(neighbours=args.neighbours)
-    ).compile()
+    app = build_decompose_graph(chat, judge=judge, config=config).compile()
     out = app.invoke({"sid": args.sid}, context={"bank_url": args.bank})
     return _composed(out, args.json, args.sid)

@@ -134,11 +134,11 @@ def _generate(config: CookingConfig, folder: Path) -> list[CookingRecord]:
             folder / f"{name}.z8", list(game.metadata["walkthrough"])
         )
         records.append(
-            CookingRecord(
+            CookingRecord.of_game(
+                game,
+                folder / f"{name}.z8",
                 id=f"cook-{config.split}-{config.key()[:8]}-{index:03d}",
-                file=f"{name}.z8",
                 seed=seed,
-                objective=game.objective,
                 intro=intro,
                 walkthrough=walkthrough,
                 split=config.split,

@@ -2,7 +2,7 @@
 
 The paper's appendix E asks for bootstrap intervals over tasks and paired differences between
 methods run on the same tasks. Everything here works on small float arrays with numpy and is
-deterministic for a given :class:`IntervalSettings` (its seed drives every resample), so a
+deterministic for a given :class:`IntervalConfig` (its seed drives every resample), so a
 reader who has the per-task values and the settings written beside a result gets the same
 interval back.
 
@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "DEFAULT_INTERVALS",
     "Estimate",
-    "IntervalSettings",
+    "IntervalConfig",
     "PairedDiff",
     "bootstrap_interval",
     "describe",
@@ -45,7 +45,7 @@ _CELLS_PER_CHUNK = 1_000_000
 _TIE = 1e-12
 
 
-class IntervalSettings(BaseModel):
+class IntervalConfig(BaseModel):
     """How every interval of a result was computed; written beside it so it can be redone."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -59,7 +59,7 @@ class IntervalSettings(BaseModel):
     )
 
 
-DEFAULT_INTERVALS = IntervalSettings()
+DEFAULT_INTERVALS = IntervalConfig()
 
 
 class Estimate(BaseModel):
@@ -91,7 +91,7 @@ def _array(values: Iterable[float]) -> np.ndarray:
 
 
 def bootstrap_interval(
-    values: Iterable[float], settings: IntervalSettings = DEFAULT_INTERVALS
+    values: Iterable[float], settings: IntervalConfig = DEFAULT_INTERVALS
 ) -> tuple[float, float] | None:
     """Percentile bootstrap interval of the mean of ``values`` (None for no values)."""
     arr = _array(values)
@@ -110,7 +110,7 @@ def bootstrap_interval(
 
 
 def mean_interval(
-    values: Iterable[float], settings: IntervalSettings = DEFAULT_INTERVALS
+    values: Iterable[float], settings: IntervalConfig = DEFAULT_INTERVALS
 ) -> Estimate | None:
     """The mean of ``values`` and its bootstrap interval (None for no values)."""
     arr = _array(values)
@@ -123,7 +123,7 @@ def mean_interval(
 def paired_difference(
     method: Mapping[K, float],
     baseline: Mapping[K, float],
-    settings: IntervalSettings = DEFAULT_INTERVALS,
+    settings: IntervalConfig = DEFAULT_INTERVALS,
 ) -> PairedDiff | None:
     """``method - baseline`` on the keys (task ids) both hold; None when they share none.
 
@@ -170,7 +170,7 @@ def format_interval(
     return f"{text} [{scale * lo:{sign}.{digits}f}, {scale * hi:{sign}.{digits}f}]"
 
 
-def describe(settings: IntervalSettings) -> str:
+def describe(settings: IntervalConfig) -> str:
     """One sentence saying how the intervals were computed."""
     return (
         f"Intervals: {100 * settings.confidence:g}% {settings.method}, "

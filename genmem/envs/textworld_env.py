@@ -25,7 +25,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol, TypeVar
+from typing import Any, ClassVar, Literal, Protocol, Self, TypeVar
 
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -517,6 +517,39 @@ class GameRecord(BaseModel):
     intro: str = Field(description="The opening observation (objective and first room).")
     walkthrough: list[str]
 
+    @classmethod
+    def of_game(
+        cls,
+        game: Any,
+        path: Path,
+        *,
+        id: str,
+        seed: int,
+        intro: str,
+        walkthrough: Sequence[str],
+        **extra: Any,
+    ) -> Self:
+        """The record of TextWorld ``game`` compiled to ``path`` (``extra``: a subclass's fields).
+
+        Args:
+            game: The generated game (its ``objective`` is recorded).
+            path: Where it was compiled; the record keeps the file name.
+            id: The game's id.
+            seed: The TextWorld seed it came from.
+            intro: The opening observation.
+            walkthrough: Commands that win it.
+            **extra: Fields of a subclass (``CookingRecord``'s recipe...).
+        """
+        return cls(
+            id=id,
+            file=path.name,
+            seed=seed,
+            objective=game.objective,
+            intro=intro,
+            walkthrough=list(walkthrough),
+            **extra,
+        )
+
 
 def game_seed(seed: int, index: int, attempt: int, *, family: str = "textworld") -> int:
     """The TextWorld seed of game ``index`` of a ``family``'s set seeded ``seed`` (its
@@ -611,13 +644,13 @@ def _generate(config: TextWorldConfig, folder: Path) -> list[GameRecord]:
                 config=config,
             )
         records.append(
-            GameRecord(
+            GameRecord.of_game(
+                game,
+                folder / f"{name}.z8",
                 id=f"tw-{config.key()[:8]}-{index:03d}",
-                file=f"{name}.z8",
                 seed=seed,
-                objective=game.objective,
                 intro=state.observation,
-                walkthrough=list(game.walkthrough),
+                walkthrough=game.walkthrough,
             )
         )
     return records

@@ -15,7 +15,7 @@ reports
   own entry's SID as the reference, Hit@1 / Hit@5 with bootstrap intervals, over all questions
   and over the held-out ones alone.
 
-With :class:`~genmem.experiments.codebook_policy.PolicySettings` it also aligns a policy per
+With :class:`~genmem.experiments.codebook_policy.CodebookPolicyConfig` it also aligns a policy per
 bank and scores it on the held-out questions of its alignment (the same questions in every
 row), and scores tasks through the graph with each bank's addresser
 (:mod:`genmem.experiments.codebook_policy`); ``paired`` holds the row-against-row differences.
@@ -23,47 +23,61 @@ row), and scores tasks through the graph with each bank's addresser
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from genmem.envs.stats import DEFAULT_INTERVALS, IntervalSettings, PairedDiff
+from genmem.envs.stats import DEFAULT_INTERVALS, IntervalConfig, PairedDiff
 from genmem.experiments.codebook_policy import (
     AlignedHits,
-    PolicySettings,
+    CodebookPolicyConfig,
     Rate,
     TaskScores,
     paired_rows,
     rate,
+)
+from genmem.experiments.seed_bank import (
+    DEFAULT_DISTILL,
+    DEFAULT_SEED_SIZE,
+    DEFAULT_SOURCE,
+    SeedBankConfig,
 )
 from genmem.policies.baselines import DEFAULT_K
 
 __all__ = ["AblationConfig", "AblationReport", "AblationRow", "run_codebook_ablation"]
 
 
-@dataclass(frozen=True, kw_only=True)
-class AblationConfig:
-    """Which banks the ablation builds and how it scores them."""
+class AblationConfig(BaseModel):
+    """Which banks the ablation builds and how it scores them.
 
-    source: str = "qa"
-    """``qa`` (the bundled QA questions) or ``gsm8k`` (GSM8K training problems)."""
-    distill: str = "abstract"
-    """Who writes the entries (as ``genmem bank seed --distill``)."""
-    size: int = 300
-    """Source rows in every bank."""
-    heldout: float = 0.2
-    """Share of the rows (the last ones) kept out of the codebook fit."""
-    configs: tuple[tuple[int, ...], ...] = ((48, 16, 8, 8), (48, 32, 32))
-    """Codebook shapes compared (the defaults have equal capacity)."""
-    prefixes: tuple[bool, ...] = (True, False)
-    """Encode with the experience prefix (True), as plain text (False), or both."""
-    candidates: int = DEFAULT_K
-    """Candidates the quantizer proposes per question (its beam)."""
+    Each field's description is the help of its ``genmem experiment codebooks`` flag."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str = Field(
+        default=DEFAULT_SOURCE,
+        description="Where the rows come from (as genmem bank seed --source).",
+    )
+    distill: str = Field(
+        default=DEFAULT_DISTILL,
+        description="Who writes the entries (as genmem bank seed --distill).",
+    )
+    size: int = Field(default=DEFAULT_SEED_SIZE, ge=1, description="Source rows per bank.")
+    heldout: float = Field(default=0.2, description="Share of rows kept out of the fit.")
+    configs: tuple[tuple[int, ...], ...] = Field(
+        default=((48, 16, 8, 8), (48, 32, 32)),
+        description="Codebook shapes compared (the defaults have equal capacity).",
+    )
+    prefixes: tuple[bool, ...] = Field(
+        default=(True, False),
+        description="Encode with the experience prefix (True), as plain text (False), or both.",
+    )
+    candidates: int = Field(default=DEFAULT_K, description="Addresser candidates per query.")
     seed: int = 0
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> AblationConfig:
         if not 0.0 < self.heldout < 1.0:
             raise ValueError(f"heldout={self.heldout}: use a share in (0, 1)")
         if not self.configs or not self.prefixes:
@@ -76,7 +90,13 @@ class AblationConfig:
                 "reference, procedure or abstract"
             )
         for sizes in self.configs:  # every bank's settings, checked before the first is built
-            _seed_config(self, sizes, True)
+            try:
+                _seed_config(self, sizes, True)
+            except ValidationError as exc:  # its own words, not a nested report
+                raise ValueError(
+                    "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+                ) from None
+        return self
 
     @property
     def fit_size(self) -> int:
@@ -128,7 +148,7 @@ class AblationReport(BaseModel):
         description="'a - b' for every two rows: aligned Hit@5 per held-out question, and the "
         "task score per task.",
     )
-    intervals: IntervalSettings = DEFAULT_INTERVALS
+    intervals: IntervalConfig = DEFAULT_INTERVALS
 
 
 def _pairs(bank: Any, fit_size: int) -> list[tuple[dict[str, str], bool]]:
@@ -198,10 +218,8 @@ def _row(cfg: AblationConfig, sizes: tuple[int, ...], prefix: bool, progress: bo
     )
 
 
-def _seed_config(cfg: AblationConfig, sizes: tuple[int, ...], prefix: bool) -> Any:
+def _seed_config(cfg: AblationConfig, sizes: tuple[int, ...], prefix: bool) -> SeedBankConfig:
     """The seed bank of one row: the same rows and fit split, one shape and encoding."""
-    from genmem.experiments.seed_bank import SeedBankConfig
-
     return SeedBankConfig(
         source=cfg.source,  # type: ignore[arg-type]
         distill=cfg.distill,  # type: ignore[arg-type]
@@ -217,7 +235,7 @@ def run_codebook_ablation(
     cfg: AblationConfig,
     out: Path,
     *,
-    policy: PolicySettings | None = None,
+    policy: CodebookPolicyConfig | None = None,
     env: Any = None,
     progress: bool = True,
 ) -> AblationReport:
@@ -227,7 +245,7 @@ def run_codebook_ablation(
     graph on ``env``'s first ``tasks`` tasks; alignments go to ``out/align/LABEL`` and
     evaluations to ``out/tasks/LABEL`` (and ``out/tasks/none``), each resumable.
     """
-    policy = policy or PolicySettings()
+    policy = policy or CodebookPolicyConfig()
     if policy.tasks and env is None:
         raise ValueError("tasks to score need an environment (env)")
     rows = [_row(cfg, sizes, prefix, progress) for sizes in cfg.configs for prefix in cfg.prefixes]
@@ -257,7 +275,7 @@ def run_codebook_ablation(
 def _extras(
     row: AblationRow,
     out: Path,
-    policy: PolicySettings,
+    policy: CodebookPolicyConfig,
     env: Any,
     none: dict[str, float] | None,
     progress: bool,

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from genmem.envs.stats import DEFAULT_INTERVALS, IntervalSettings, PairedDiff
+from genmem.envs.stats import DEFAULT_INTERVALS, IntervalConfig, PairedDiff
 from genmem.errors import GenMemError
 from genmem.graph.stack import DEFAULT_MAX_STEPS
 from genmem.policies.backends import DEFAULT_MODEL_SPEC
@@ -36,7 +35,7 @@ __all__ = [
     "METHODS",
     "AlignedHits",
     "AlignmentMismatch",
-    "PolicySettings",
+    "CodebookPolicyConfig",
     "Rate",
     "TaskScores",
     "align_and_score",
@@ -58,7 +57,7 @@ class Rate(BaseModel):
     ci: tuple[float, float]
 
 
-def rate(values: Sequence[float | bool], settings: IntervalSettings = DEFAULT_INTERVALS) -> Rate:
+def rate(values: Sequence[float | bool], settings: IntervalConfig = DEFAULT_INTERVALS) -> Rate:
     """The mean of ``values`` with its bootstrap interval (0 [0, 0] for none)."""
     from genmem.envs.stats import mean_interval
 
@@ -70,36 +69,47 @@ def rate(values: Sequence[float | bool], settings: IntervalSettings = DEFAULT_IN
     )
 
 
-@dataclass(frozen=True, kw_only=True)
-class PolicySettings:
-    """How each row's policy is aligned and how its tasks are run (0 turns a part off)."""
+class CodebookPolicyConfig(BaseModel):
+    """How each row's policy is aligned and how its tasks are run (0 turns a part off).
 
-    align_steps: int = 0
-    """Optimiser steps of each bank's alignment (0: no aligned policy)."""
-    preset: str = "cpu-lora"
-    """Training preset of the alignments (as ``genmem train align --config``)."""
-    candidates: int = DEFAULT_K
-    """Candidates every addresser proposes per held-out question."""
-    align_eval: int = 32
-    """Queries per split of the alignment's own before/after prefix accuracy (0: none)."""
-    tasks: int = 0
-    """Tasks scored through the graph per bank (0: none)."""
-    bench: str = "gsm8k-test"
-    """Bench the tasks come from."""
-    model: str = DEFAULT_MODEL_SPEC
-    """Chat model of the graph's roles."""
-    max_steps: int = DEFAULT_MAX_STEPS
-    """StackPlanner's step budget."""
-    max_new_tokens: int | None = None
-    """Reply cap of every model call."""
-    allowed: AllowedMode = RETRIEVER_ALLOWED
-    """SIDs MemRetriever may decode in the task runs (all, occupied, prefix)."""
+    Each field's description is the help of its ``genmem experiment codebooks`` flag."""
 
-    def __post_init__(self) -> None:
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    align_steps: int = Field(
+        default=0,
+        description="Optimiser steps of each bank's alignment, whose policy's held-out hits are "
+        "scored (0: no alignment).",
+    )
+    preset: str = Field(
+        default="cpu-lora",
+        description="Training preset of the alignments (as genmem train align --config).",
+    )
+    candidates: int = Field(
+        default=DEFAULT_K, description="Candidates every addresser proposes per question."
+    )
+    align_eval: int = Field(
+        default=32,
+        description="Queries per split of each alignment's own before/after prefix accuracy (0: "
+        "none; the held-out hits are scored on every held-out question either way).",
+    )
+    tasks: int = Field(default=0, description="Tasks scored through the graph per bank (0: none).")
+    bench: str = Field(default="gsm8k-test", description="Bench the tasks come from.")
+    model: str = Field(default=DEFAULT_MODEL_SPEC, description="Chat model of the graph's roles.")
+    max_steps: int = Field(default=DEFAULT_MAX_STEPS, description="StackPlanner's step budget.")
+    max_new_tokens: int | None = Field(default=None, description="Reply cap of every model call.")
+    allowed: AllowedMode = Field(
+        default=RETRIEVER_ALLOWED,
+        description="SIDs MemRetriever may decode in the task runs (all, occupied, prefix).",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> CodebookPolicyConfig:
         if min(self.align_steps, self.tasks, self.align_eval) < 0:
             raise ValueError("align steps, eval size and tasks are counts: 0 or more")
         if self.candidates < 5:
             raise ValueError(f"candidates={self.candidates}: Hit@5 needs at least 5")
+        return self
 
 
 METHODS = ("sid", "sid_reranked", "tfidf", "tfidf_reranked", "quantizer_reranked")
@@ -139,7 +149,7 @@ class TaskScores(BaseModel):
 
 
 def align_and_score(
-    bank_url: str, out: Path, settings: PolicySettings, *, progress: bool = True
+    bank_url: str, out: Path, settings: CodebookPolicyConfig, *, progress: bool = True
 ) -> AlignedHits:
     """Align a policy on ``bank_url`` into ``out`` (unless done) and score its held-out hits."""
     from genmem.envs.bundled import replace_text
@@ -233,7 +243,7 @@ def _once(rank: Any) -> Any:
     return cached
 
 
-def _align(bank: Any, out: Path, settings: PolicySettings, progress: bool) -> dict[str, Any]:
+def _align(bank: Any, out: Path, settings: CodebookPolicyConfig, progress: bool) -> dict[str, Any]:
     """Align a policy on ``bank`` into ``out``; its report."""
     from genmem.training.align import run_align
     from genmem.training.align_data import ADDRESSING, AlignDataConfig
@@ -272,10 +282,10 @@ def _generator(policy_dir: Path, bank: Any) -> Any:
     )
 
 
-def _task_settings(settings: PolicySettings, methods: list[str], bank_url: str | None) -> Any:
-    from genmem.experiments.evaluate import EvalSettings
+def _task_settings(settings: CodebookPolicyConfig, methods: list[str], bank_url: str | None) -> Any:
+    from genmem.experiments.evaluate import EvalConfig
 
-    return EvalSettings(
+    return EvalConfig(
         methods=methods,  # type: ignore[arg-type]
         limit=settings.tasks,
         model=settings.model,
@@ -293,7 +303,7 @@ def _scores(records: Sequence[Any]) -> dict[str, float]:
 
 
 def none_scores(
-    env: Any, out: Path, settings: PolicySettings, *, progress: bool = True
+    env: Any, out: Path, settings: CodebookPolicyConfig, *, progress: bool = True
 ) -> dict[str, float]:
     """The ``none`` method's score per task (run once, shared by every row)."""
     from genmem.experiments.evaluate import evaluate, read_records
@@ -306,7 +316,7 @@ def score_tasks(
     env: Any,
     bank_url: str,
     out: Path,
-    settings: PolicySettings,
+    settings: CodebookPolicyConfig,
     baseline: Mapping[str, float],
     *,
     policy_dir: Path | None = None,

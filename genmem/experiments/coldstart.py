@@ -50,7 +50,7 @@ from genmem.experiments.experience_schemas import (
     experience_text,
 )
 from genmem.graph.stack import DEFAULT_MAX_STEPS
-from genmem.memory.data_block import data_block, escape_data
+from genmem.memory.data_block import data_block
 from genmem.memory.gate import check_payload
 from genmem.memory.sid import DEFAULT_SIZES
 from genmem.policies.backends import DEFAULT_MODEL_SPEC
@@ -62,6 +62,9 @@ from genmem.policies.prompts import (
     MERGE_PROMPT,
     RETRY_PROMPT,
     SYNTHESIS_PROMPT,
+    assess_user_message,
+    extract_user_message,
+    synthesis_user_message,
 )
 
 __all__ = [
@@ -315,12 +318,12 @@ class _Stages:
     def _planners(self) -> tuple[list[Any], Any]:
         """Compiled StackPlanner graphs, greedy (first try) and sampled (the others); the
         sampled tries' model."""
-        from genmem.graph.stack import StackBudget
+        from genmem.graph.stack import StackBudgetConfig
         from genmem.graph.stackplanner import StackPlannerConfig, build_stackplanner_graph
         from genmem.policies.backends import capped_chat_model
 
         tools = self.env.tools()
-        cfg = StackPlannerConfig(budget=StackBudget(max_steps=self.config.max_steps))
+        cfg = StackPlannerConfig(budget=StackBudgetConfig(max_steps=self.config.max_steps))
         graphs = []
         for temperature in (None, self.config.temperature):
             chat = capped_chat_model(
@@ -413,12 +416,13 @@ class _Stages:
 
         run = render_trajectory(attempt.trajectory or {}, clip=600) if attempt.trajectory else ""
         reference = "none" if task.reference is None else json.dumps(task.reference)
-        user = (
-            f"Task:\n{task.query}\n\nReference answer: {reference}\n"
-            f"Verdict from the evidence: {attempt.verdict}\n"
-            f"Final answer of the run: {escape_data(attempt.answer or '(none)')}\n"
-            f"Run error: {attempt.error or 'none'}\n\n"
-            f"The run:\n{data_block('run', run or '(no steps recorded)')}"
+        user = assess_user_message(
+            task.query,
+            reference,
+            verdict=attempt.verdict,
+            answer=attempt.answer,
+            error=attempt.error,
+            run=run,
         )
         prose, errors = _structured(
             self.chat,
@@ -489,10 +493,8 @@ class _Stages:
             )
             blocks.append(data_block("attempt", body, number=a.k + 1, verdict=a.verdict))
         reference = "none" if task.reference is None else json.dumps(task.reference)
-        user = (
-            f"Task:\n{task.query}\n\nReference answer: {reference}\n\n"
-            + "\n\n".join(blocks)
-            + f"\n\nWrite between 1 and {self.config.max_records} experiences."
+        user = extract_user_message(
+            task.query, reference, blocks, max_records=self.config.max_records
         )
         extracted, errors = _structured(
             self.chat,
@@ -599,11 +601,7 @@ def synthesise_skills(
         key = hashlib.sha256(json.dumps([name, texts]).encode()).hexdigest()
         if key not in done:
             types = Counter(str(getattr(lines[i].fields, "problem_type", "")) for i in members)
-            user = (
-                f"Cluster {name}: {len(members)} records, {len(set(texts))} distinct; most "
-                f"common problem types: {', '.join(t for t, _ in types.most_common(3) if t)}\n\n"
-                + "\n\n".join(data_block("record", t, number=n) for n, t in enumerate(texts, 1))
-            )
+            user = synthesis_user_message(name, texts, [t for t, _ in types.most_common(3)])
             system = SYNTHESIS_PROMPT.format(prefix=name)
             card, errors = _structured(
                 chat,

@@ -42,19 +42,19 @@ from genmem.envs.bundled import append_jsonl, jsonl_rows, replace_jsonl
 from genmem.envs.pool import run_tasks, task_workers
 from genmem.envs.stats import (
     DEFAULT_INTERVALS,
-    IntervalSettings,
+    IntervalConfig,
     PairedDiff,
     mean_interval,
     paired_difference,
 )
 from genmem.experiments.methods import Method, check_methods, method_generator
-from genmem.experiments.run_settings import GraphRunSettings
+from genmem.experiments.run_config import GraphRunConfig
 from genmem.experiments.runner import memory_op
 
 __all__ = [
+    "EvalConfig",
     "EvalRecord",
     "EvalReport",
-    "EvalSettings",
     "MethodSummary",
     "evaluate",
     "read_records",
@@ -66,9 +66,9 @@ __all__ = [
 _TASK: ContextVar[Task] = ContextVar("genmem_eval_task")
 
 
-class EvalSettings(GraphRunSettings):
+class EvalConfig(GraphRunConfig):
     """What an evaluation runs: methods, tasks and bank, beside the model and budgets of
-    :class:`~genmem.experiments.run_settings.GraphRunSettings`."""
+    :class:`~genmem.experiments.run_config.GraphRunConfig`."""
 
     methods: list[Method] = Field(default_factory=lambda: ["none", "tfidf", "dense", "sid"])
     limit: int | None = Field(default=None, ge=1, description="First N tasks.")
@@ -145,10 +145,10 @@ class EvalReport(BaseModel):
     """Summaries per method, the settings, the interval settings and where the records are."""
 
     bench: str
-    settings: EvalSettings
+    settings: EvalConfig
     summaries: list[MethodSummary]
     records: str
-    intervals: IntervalSettings = DEFAULT_INTERVALS
+    intervals: IntervalConfig = DEFAULT_INTERVALS
 
 
 def read_records(path: Path) -> list[EvalRecord]:
@@ -156,7 +156,7 @@ def read_records(path: Path) -> list[EvalRecord]:
     return [EvalRecord.model_validate(row) for row in jsonl_rows(path)]
 
 
-def _bank_for(method: Method, settings: EvalSettings, out: Path) -> str | None:
+def _bank_for(method: Method, settings: EvalConfig, out: Path) -> str | None:
     """The bank URL a method uses: the given one, or its own copy in ``evolve`` mode."""
     if method == "none" or settings.bank_url is None:
         return settings.bank_url
@@ -176,14 +176,14 @@ def _bank_for(method: Method, settings: EvalSettings, out: Path) -> str | None:
 
 def evaluate(
     env: Environment,
-    settings: EvalSettings,
+    settings: EvalConfig,
     *,
     out: Path,
     model: Any = None,
     sid_generator: Any = None,
     progress: bool = True,
     on_record: Callable[[EvalRecord], None] | None = None,
-    intervals: IntervalSettings = DEFAULT_INTERVALS,
+    intervals: IntervalConfig = DEFAULT_INTERVALS,
     concurrency: int = 1,
 ) -> EvalReport:
     """Run every method over ``env``'s tasks through the graph; write records and a summary.
@@ -202,7 +202,7 @@ def evaluate(
     from genmem.graph.evolver import EvolverConfig
     from genmem.graph.loop import build_genmem_graph
     from genmem.graph.retriever import RetrieverConfig
-    from genmem.graph.stack import StackBudget
+    from genmem.graph.stack import StackBudgetConfig
     from genmem.graph.stackplanner import StackPlannerConfig
     from genmem.policies.backends import capped_chat_model
 
@@ -250,7 +250,7 @@ def evaluate(
                     ),
                     evolver_config=EvolverConfig(addresser=settings.addresser),
                     planner_config=StackPlannerConfig(
-                        budget=StackBudget(max_steps=settings.max_steps),
+                        budget=StackBudgetConfig(max_steps=settings.max_steps),
                         interactor=settings.interactor,
                     ),
                     solver_tools=tools.solver,
@@ -390,7 +390,7 @@ def _summaries(
     env: Environment,
     records: list[EvalRecord],
     methods: list[Method],
-    intervals: IntervalSettings = DEFAULT_INTERVALS,
+    intervals: IntervalConfig = DEFAULT_INTERVALS,
 ) -> list[MethodSummary]:
     """Per method: means over all runs (errored ones as failures), intervals, pairs vs none."""
     by_method: dict[str, list[EvalRecord]] = defaultdict(list)
@@ -444,7 +444,7 @@ def _paired(
     values: dict[str, dict[str, float]],
     other: dict[str, dict[str, float]],
     keys: list[str],
-    intervals: IntervalSettings,
+    intervals: IntervalConfig,
 ) -> dict[str, PairedDiff]:
     """Per key: ``values`` minus ``other`` on the tasks both ran (keys without a pair left out)."""
     out = {}

@@ -46,7 +46,7 @@ from typing import Any
 from genmem.envs.base import Environment, Task
 from genmem.envs.bundled import append_jsonl, jsonl_rows
 from genmem.envs.pool import run_tasks, task_workers
-from genmem.envs.stats import DEFAULT_INTERVALS, IntervalSettings
+from genmem.envs.stats import DEFAULT_INTERVALS, IntervalConfig
 from genmem.experiments.evolution_config import (
     EVOLVE_METHODS,
     EvolveConfig,
@@ -176,7 +176,7 @@ def run_evolution(
     sid_generator: Any = None,
     reference_sids: Mapping[str, str] | None = None,
     progress: bool = True,
-    intervals: IntervalSettings = DEFAULT_INTERVALS,
+    intervals: IntervalConfig = DEFAULT_INTERVALS,
     concurrency: int = 1,
 ) -> EvolveSummary | PooledEvolveSummary:
     """Run the online protocol over ``env``'s tasks; write records, snapshots, logs, summary.
@@ -226,7 +226,7 @@ def _run_once(
     bank_url: str,
     out: Path,
     chat: Any,
-    intervals: IntervalSettings,
+    intervals: IntervalConfig,
     *,
     sid_generator: Any,
     reference_sids: Mapping[str, str] | None,

@@ -7,13 +7,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from genmem.envs.stats import DEFAULT_INTERVALS, IntervalSettings
+from genmem.envs.stats import DEFAULT_INTERVALS, IntervalConfig
 from genmem.experiments.evolution_stats import (
     BlockOperations,
     CheckpointPair,
     CheckpointScore,
 )
-from genmem.experiments.run_settings import GraphRunSettings
+from genmem.experiments.run_config import GraphRunConfig
 
 __all__ = [
     "ABLATION",
@@ -45,9 +45,9 @@ def check_evolve_methods(methods: Sequence[str] | str) -> list[EvolveMethod]:
     return check_methods(methods, EVOLVE_METHODS)
 
 
-class EvolveConfig(GraphRunSettings):
+class EvolveConfig(GraphRunConfig):
     """The schedule and the probe methods of an evolution run, beside the model and budgets of
-    :class:`~genmem.experiments.run_settings.GraphRunSettings`."""
+    :class:`~genmem.experiments.run_config.GraphRunConfig`."""
 
     blocks: int = Field(ge=1, description="Stream blocks, B; a probe follows each.")
     block_size: int = Field(ge=1, description="Stream queries per block, S.")
@@ -125,7 +125,7 @@ class EvolveSummary(BaseModel):
     snapshots: list[str]
     files: dict[str, str]
     seconds: float
-    intervals: IntervalSettings = DEFAULT_INTERVALS
+    intervals: IntervalConfig = DEFAULT_INTERVALS
     note: str | None = Field(default=None, description="How the seeds were used, if asked for.")
 
 
@@ -145,5 +145,5 @@ class PooledEvolveSummary(BaseModel):
     ablation: dict[str, float | None]
     files: dict[str, str]
     seconds: float
-    intervals: IntervalSettings = DEFAULT_INTERVALS
+    intervals: IntervalConfig = DEFAULT_INTERVALS
     note: str

@@ -44,7 +44,7 @@ class EvolveRunner:
         from genmem.graph.evolver import EvolverConfig
         from genmem.graph.loop import build_genmem_graph
         from genmem.graph.retriever import RetrieverConfig
-        from genmem.graph.stack import StackBudget
+        from genmem.graph.stack import StackBudgetConfig
         from genmem.graph.stackplanner import StackPlannerConfig
 
         cfg = self.config
@@ -63,7 +63,7 @@ class EvolveRunner:
             ),
             evolver_config=EvolverConfig(addresser=cfg.addresser),
             planner_config=StackPlannerConfig(
-                budget=StackBudget(max_steps=cfg.max_steps), interactor=cfg.interactor
+                budget=StackBudgetConfig(max_steps=cfg.max_steps), interactor=cfg.interactor
             ),
             solver_tools=self.tools.solver,
             research_tools=self.tools.research,

@@ -24,7 +24,7 @@ from rapidfuzz.distance import Levenshtein
 from genmem.envs.stats import (
     DEFAULT_INTERVALS,
     Estimate,
-    IntervalSettings,
+    IntervalConfig,
     PairedDiff,
     mean_interval,
     paired_difference,
@@ -152,7 +152,7 @@ def checkpoint_scores(
     block_size: int,
     methods: Sequence[str],
     levels: int,
-    intervals: IntervalSettings = DEFAULT_INTERVALS,
+    intervals: IntervalConfig = DEFAULT_INTERVALS,
 ) -> list[CheckpointScore]:
     """Each method's probe means at checkpoints ``0..checkpoints - 1``, with intervals."""
     grouped: dict[tuple[int, str], list[ProbeRecord]] = defaultdict(list)
@@ -211,7 +211,7 @@ def paired_checkpoints(
     levels: int,
     method: str = "sid",
     baseline: str = "frozen",
-    intervals: IntervalSettings = DEFAULT_INTERVALS,
+    intervals: IntervalConfig = DEFAULT_INTERVALS,
 ) -> list[CheckpointPair]:
     """``method`` minus ``baseline`` at each checkpoint on the probe tasks both ran."""
     out = []

@@ -18,7 +18,7 @@ from typing import Any
 
 from genmem.envs.base import Environment, Task
 from genmem.envs.bundled import jsonl_rows
-from genmem.envs.stats import IntervalSettings
+from genmem.envs.stats import IntervalConfig
 from genmem.experiments.evolution_config import (
     ABLATION,
     EvolveConfig,
@@ -134,7 +134,7 @@ def summarise(
     snap_urls: dict[int, str],
     started: float,
     runner: EvolveRunner,
-    intervals: IntervalSettings,
+    intervals: IntervalConfig,
     note: str | None,
 ) -> EvolveSummary:
     """Scores per checkpoint, operations per block, invariance, plots and ``summary.json``."""
@@ -192,7 +192,7 @@ def pool(
     config: EvolveConfig,
     out: Path,
     runs: Mapping[int, EvolveSummary],
-    intervals: IntervalSettings,
+    intervals: IntervalConfig,
     started: float,
 ) -> PooledEvolveSummary:
     """One summary over the seeds' runs: probe results pooled by task, seeds kept together."""
@@ -237,7 +237,7 @@ def _write_summary(out: Path, summary: EvolveSummary | PooledEvolveSummary) -> N
 
 
 def _probe_stats(
-    config: EvolveConfig, probes: list[ProbeRecord], levels: int, intervals: IntervalSettings
+    config: EvolveConfig, probes: list[ProbeRecord], levels: int, intervals: IntervalConfig
 ) -> tuple[list[CheckpointScore], list[CheckpointPair]]:
     """Probe means with intervals per method and checkpoint; sid minus frozen when both ran."""
     shape = {"checkpoints": config.blocks + 1, "block_size": config.block_size, "levels": levels}

@@ -26,22 +26,27 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from genmem.envs.base import Environment, Task
 from genmem.envs.stats import (
     DEFAULT_INTERVALS,
     Estimate,
-    IntervalSettings,
+    IntervalConfig,
     PairedDiff,
     mean_interval,
     paired_difference,
 )
-from genmem.experiments.solve import SolverRun, entries_support, scores_by_task, solve_task
+from genmem.experiments.solve import (
+    SolverRun,
+    check_conditions,
+    entries_support,
+    scores_by_task,
+    solve_task,
+)
 from genmem.graph.stack import DEFAULT_MAX_STEPS
 from genmem.policies.addressing import Addresser, check_addresser
 
@@ -63,28 +68,50 @@ _COMPARED = ("a", "b", "best_source", "both", "none")
 _WRITTEN = ("inserted", "revised")
 
 
-@dataclass(frozen=True, kw_only=True)
-class FusionConfig:
-    """What the experiment runs: how sources are found, how the fusion is addressed, budgets."""
+class FusionConfig(BaseModel):
+    """What the experiment runs: how sources are found, how the fusion is addressed, budgets.
 
-    conditions: tuple[FusionCondition, ...] = FUSION_CONDITIONS
-    """Which conditions run (``fused`` always does: the others are compared with it)."""
-    pair_by: Literal["tfidf", "dense"] = "tfidf"
-    """How each task's two source entries are found among the bank's payloads."""
-    addresser: Addresser = "auto"
-    """What places the fused entry (``auto``: an aligned policy, else the quantizer)."""
-    max_steps: int = DEFAULT_MAX_STEPS
-    """The solver's coordinator steps per run."""
+    Each field's description is the help of its ``genmem experiment fusion`` flag."""
 
-    def __post_init__(self) -> None:
-        unknown = [c for c in self.conditions if c not in FUSION_CONDITIONS]
-        if unknown:
-            raise ValueError(f"unknown conditions {unknown}: use {', '.join(FUSION_CONDITIONS)}")
-        if self.pair_by not in ("tfidf", "dense"):
-            raise ValueError(f"pair_by={self.pair_by!r}: use tfidf or dense")
-        check_addresser(self.addresser)
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    conditions: tuple[FusionCondition, ...] = Field(
+        default=FUSION_CONDITIONS,
+        description="Which conditions run (fused always does: the others are compared with it).",
+    )
+    pair_by: Literal["tfidf", "dense"] = Field(
+        default="tfidf", description="How each task's two source entries are found."
+    )
+    addresser: Addresser = Field(
+        default="auto",
+        description="What places the fused entry (auto: an aligned policy, else the quantizer).",
+    )
+    max_steps: int = Field(
+        default=DEFAULT_MAX_STEPS, description="The solver's coordinator steps per run."
+    )
+
+    @field_validator("conditions", mode="before")
+    @classmethod
+    def _known(cls, value: Any) -> Any:
+        return check_conditions(value, FUSION_CONDITIONS)
+
+    @field_validator("pair_by", mode="before")
+    @classmethod
+    def _pair_by(cls, value: Any) -> Any:
+        if value not in ("tfidf", "dense"):
+            raise ValueError(f"pair_by={value!r}: use tfidf or dense")
+        return value
+
+    @field_validator("addresser", mode="before")
+    @classmethod
+    def _addresser(cls, value: Any) -> Any:
+        return check_addresser(value)
+
+    @model_validator(mode="after")
+    def _check(self) -> FusionConfig:
         if self.max_steps < 1:
             raise ValueError("max_steps must be >= 1")
+        return self
 
 
 class FusionPair(BaseModel):
@@ -132,7 +159,7 @@ class FusionReport(BaseModel):
     errors: dict[str, int] = Field(description="Errored runs per condition (each scored 0).")
     settings: dict[str, Any] = Field(default_factory=dict)
     records: str
-    intervals: IntervalSettings = DEFAULT_INTERVALS
+    intervals: IntervalConfig = DEFAULT_INTERVALS
 
 
 def _rows(path: Path, model: type[BaseModel]) -> list[Any]:
@@ -241,7 +268,7 @@ def run_fusion(
     limit: int | None = None,
     progress: bool = True,
     concurrency: int = 1,
-    intervals: IntervalSettings = DEFAULT_INTERVALS,
+    intervals: IntervalConfig = DEFAULT_INTERVALS,
     on_record: Callable[[FusionRecord], None] | None = None,
 ) -> FusionReport:
     """Fuse each task's two nearest entries and run every condition; write records and summary.
@@ -305,7 +332,7 @@ def _report(
     conditions: Sequence[str],
     config: FusionConfig,
     bank_url: str,
-    intervals: IntervalSettings,
+    intervals: IntervalConfig,
 ) -> FusionReport:
     """The summary of ``records``: means, fused's paired differences, what the gate did."""
     scores = {c: scores_by_task(r for r in records if r.condition == c) for c in conditions}

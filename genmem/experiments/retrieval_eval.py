@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 
 from genmem.envs.stats import (
     DEFAULT_INTERVALS,
-    IntervalSettings,
+    IntervalConfig,
     PairedDiff,
     bootstrap_interval,
     paired_difference,
@@ -104,7 +104,7 @@ class RetrievalIntervals(BaseModel):
     prefix_at_1: list[Interval] = Field(description="Per level l: the interval of H_{1:l}@1.")
     level_at_5: list[Interval] = Field(description="Per level l: the interval of H_l@5.")
     prefix_at_5: list[Interval] = Field(description="Per level l: the interval of H_{1:l}@5.")
-    settings: IntervalSettings
+    settings: IntervalConfig
 
 
 class RetrievalReport(BaseModel):
@@ -197,7 +197,7 @@ class RetrievalReport(BaseModel):
         """Cumulative prefix hit rate H_{1:l}@5 per level (Eq. 36)."""
         return [c / self.n for c in self.prefix_hits_at_5]
 
-    def intervals(self, settings: IntervalSettings = DEFAULT_INTERVALS) -> RetrievalIntervals:
+    def intervals(self, settings: IntervalConfig = DEFAULT_INTERVALS) -> RetrievalIntervals:
         """A bootstrap interval over queries for each rate (each query a 0/1 hit)."""
 
         def ci(flags: Any) -> Interval:
@@ -234,7 +234,7 @@ PAIRED_RATES = ("candidate_hit", "hit_at_1", "hit_at_5")
 def paired_hits(
     method: RetrievalReport,
     baseline: RetrievalReport,
-    settings: IntervalSettings = DEFAULT_INTERVALS,
+    settings: IntervalConfig = DEFAULT_INTERVALS,
 ) -> dict[str, PairedDiff]:
     """``method - baseline`` per rate, paired by query (both scored on the same pairs, in order)."""
     if method.n != baseline.n:
@@ -464,7 +464,7 @@ _WORD = re.compile(r"[a-z0-9]{3,}")
 
 
 def query_payload_overlap(
-    pairs: Sequence[RetrievalPair], bank: Any, settings: IntervalSettings = DEFAULT_INTERVALS
+    pairs: Sequence[RetrievalPair], bank: Any, settings: IntervalConfig = DEFAULT_INTERVALS
 ) -> dict[str, Any]:
     """How much of each query its reference payload repeats (a lexical ranker's head start).
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from genmem.envs.stats import DEFAULT_INTERVALS, IntervalSettings, mean_interval
+from genmem.envs.stats import DEFAULT_INTERVALS, IntervalConfig, mean_interval
 
 __all__ = ["QueryRecord", "RunSummary", "load_queries", "memory_op", "run_stream", "summarize"]
 
@@ -83,7 +83,7 @@ class RunSummary(BaseModel):
     operations: dict[str, int]
     mean_seconds: float
     settings: dict[str, Any] = Field(default_factory=dict)
-    intervals: IntervalSettings = DEFAULT_INTERVALS
+    intervals: IntervalConfig = DEFAULT_INTERVALS
 
 
 def load_queries(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
@@ -184,7 +184,7 @@ def summarize(
     settings: dict[str, Any] | None = None,
     *,
     scoring: bool = True,
-    intervals: IntervalSettings = DEFAULT_INTERVALS,
+    intervals: IntervalConfig = DEFAULT_INTERVALS,
 ) -> RunSummary:
     """Totals: answers, accuracy over scored queries, memory operations, time per query.
 

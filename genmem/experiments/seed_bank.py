@@ -31,9 +31,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from genmem.envs.bundled import append_jsonl, jsonl_rows
 from genmem.memory.build import source_query
-from genmem.policies.prompts import SEED_LESSON_PROMPT
+from genmem.policies.backends import DEFAULT_MODEL_SPEC
+from genmem.policies.prompts import SEED_LESSON_PROMPT, seed_lesson_user_message
 
 __all__ = [
+    "DEFAULT_DISTILL",
+    "DEFAULT_SEED_SIZE",
+    "DEFAULT_SOURCE",
+    "MIN_FIT_SIZE",
+    "MODEL_SEED_SIZE",
     "DistillMode",
     "SeedBank",
     "SeedBankConfig",
@@ -55,6 +61,23 @@ matching the query's words against its own copy in the payload), or that procedu
 names and numbers replaced by placeholders (so it shares with its problem only the kind of
 things counted and the operations)."""
 
+DEFAULT_DISTILL: DistillMode = "procedure"
+"""Who writes a seed bank's experiences unless told otherwise (every command's ``--distill``)."""
+
+DEFAULT_SOURCE = "gsm8k"
+"""What a seed bank is built from unless told otherwise (every command's ``--source``)."""
+
+DEFAULT_SEED_SIZE = 300
+"""Training rows a seed bank is built from unless told otherwise (``genmem bank seed --size``,
+``genmem demo --seed-size``); the codebooks are fitted on as many unless told otherwise."""
+
+MODEL_SEED_SIZE = 12
+"""The demo's seed bank size when the chat model writes the experiences (``--distill model``):
+one model call per row, so it stays small."""
+
+MIN_FIT_SIZE = 48
+"""Fewest digests the codebooks are fitted on (the first level has 48 centres by default)."""
+
 _CALC = re.compile(r"<<[^>]*>>")
 _NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
 _CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")
@@ -66,18 +89,24 @@ class SeedBankConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    distill: DistillMode = Field(default="model", description="Who writes the experiences.")
-    size: int = Field(default=12, ge=1, description="Training problems turned into entries.")
-    fit_size: int = Field(default=1000, ge=48, description="Reference digests to fit codebooks.")
+    distill: DistillMode = Field(default=DEFAULT_DISTILL, description="Who writes the experiences.")
+    size: int = Field(
+        default=DEFAULT_SEED_SIZE, ge=1, description="Training problems turned into entries."
+    )
+    fit_size: int = Field(
+        default=DEFAULT_SEED_SIZE,
+        ge=MIN_FIT_SIZE,
+        description=f"Reference digests to fit codebooks (default: size, at least {MIN_FIT_SIZE}).",
+    )
     sizes: tuple[int, ...] = Field(default=(48, 16, 8, 8), description="Codebook sizes.")
     seed: int = 0
-    model: str = Field(default="local", description="Model spec for distill='model'.")
+    model: str = Field(default=DEFAULT_MODEL_SPEC, description="Model spec for distill='model'.")
     gate: bool = Field(
         default=True,
         description="Refuse junk experiences (the write gate, grounded in the problem).",
     )
     source: str = Field(
-        default="gsm8k",
+        default=DEFAULT_SOURCE,
         description="The environment whose training data the experiences come from (one of "
         "genmem.envs.benches.seed_sources(): GSM8K training problems, the bundled QA questions, "
         "TextWorld training games, ...).",
@@ -87,6 +116,16 @@ class SeedBankConfig(BaseModel):
         description="Encode experiences with the experience prefix (False: as plain text, the "
         "encoder-prefix ablation).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fit_on_the_size(cls, data: Any) -> Any:
+        """No ``fit_size`` (or None): fit on as many rows as the bank holds, at least 48."""
+        if isinstance(data, dict) and data.get("fit_size") is None:
+            size = data.get("size", DEFAULT_SEED_SIZE)
+            if isinstance(size, int) and not isinstance(size, bool):
+                data = {**data, "fit_size": max(MIN_FIT_SIZE, size)}
+        return data
 
     @model_validator(mode="after")
     def _fits_its_source(self) -> SeedBankConfig:
@@ -209,7 +248,7 @@ def model_experience(chat: Any, question: str, answer: str) -> str:
 
     from genmem.policies.json_reply import ask_json
 
-    user = f"Problem:\n{question.strip()}\n\nWorked solution:\n{_CALC.sub('', answer).strip()}"
+    user = seed_lesson_user_message(question, _CALC.sub("", answer))
     schema = SeedLesson.model_json_schema()
     schema["properties"]["problem_type"]["maxLength"] = 80
     schema["properties"]["procedure"]["maxLength"] = 320

@@ -20,11 +20,22 @@ from genmem.envs.base import Environment, Task
 __all__ = [
     "ScoredRun",
     "SolverRun",
+    "check_conditions",
     "entries_support",
     "scores_by_task",
     "seconds_since",
     "solve_task",
 ]
+
+
+def check_conditions(given: Iterable[str], known: Sequence[str]) -> tuple[str, ...]:
+    """An experiment's ``conditions`` as given, if each is one of ``known``; a ValueError names
+    the unknown ones and the choices."""
+    given = tuple(given)
+    unknown = [c for c in given if c not in known]
+    if unknown:
+        raise ValueError(f"unknown conditions {unknown}: use {', '.join(known)}")
+    return given
 
 
 class SolverRun(BaseModel):

@@ -28,22 +28,27 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from genmem.envs.base import Environment, Task
 from genmem.envs.stats import (
     DEFAULT_INTERVALS,
     Estimate,
-    IntervalSettings,
+    IntervalConfig,
     PairedDiff,
     mean_interval,
     paired_difference,
 )
-from genmem.experiments.solve import SolverRun, entries_support, scores_by_task, solve_task
+from genmem.experiments.solve import (
+    SolverRun,
+    check_conditions,
+    entries_support,
+    scores_by_task,
+    solve_task,
+)
 from genmem.graph.stack import DEFAULT_MAX_STEPS
 from genmem.memory.sid import SID, SIDSpec
 from genmem.policies.prompts import NO_MEMORY_ANSWER, retriever_user_message
@@ -76,31 +81,44 @@ SYMBOLIC_HEADER = "Memory addresses (SID tokens) for this task, all level-1 code
 """The line before the tokens of every symbolic condition."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class SymbolsConfig:
-    """What the experiment runs: beam sizes, conditions, the solver's budget, seeds."""
+class SymbolsConfig(BaseModel):
+    """What the experiment runs: beam sizes, conditions, the solver's budget, seeds.
 
-    beams: tuple[int, ...] = (1, 5, 10)
-    """The ``k`` SIDs per task (beam width of the addresser)."""
-    conditions: tuple[Condition, ...] = CONDITIONS
-    """Which conditions run (``raw`` always does: the others are paired with it)."""
-    max_steps: int = DEFAULT_MAX_STEPS
-    """The solver's coordinator steps per run."""
-    memory_k: int = 1
-    """Entries one SID's lookup returns (its exact entry, else its nearest relatives)."""
-    seed: int = 0
-    """Seed of the shuffled and random controls."""
+    Each field's description is the help of its ``genmem experiment symbols`` flag."""
 
-    def __post_init__(self) -> None:
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    beams: tuple[int, ...] = Field(
+        default=(1, 5, 10), description="SIDs per task (the addresser's beam width)."
+    )
+    conditions: tuple[Condition, ...] = Field(
+        default=CONDITIONS,
+        description="Which conditions run (raw always does: the others are paired with it).",
+    )
+    max_steps: int = Field(
+        default=DEFAULT_MAX_STEPS, description="The solver's coordinator steps per run."
+    )
+    memory_k: int = Field(
+        default=1,
+        description="Entries one SID's lookup returns (its exact entry, else its nearest "
+        "relatives).",
+    )
+    seed: int = Field(default=0, description="Seed of the shuffled and random SIDs (the controls).")
+
+    @field_validator("conditions", mode="before")
+    @classmethod
+    def _known(cls, value: Any) -> Any:
+        return check_conditions(value, CONDITIONS)
+
+    @model_validator(mode="after")
+    def _check(self) -> SymbolsConfig:
         if not self.beams or any(not 1 <= k <= 50 for k in self.beams):
             raise ValueError(f"beams={self.beams}: each k must be 1 to 50")
         if len(set(self.beams)) != len(self.beams):
             raise ValueError(f"beams={self.beams}: each k once")
-        unknown = [c for c in self.conditions if c not in CONDITIONS]
-        if unknown:
-            raise ValueError(f"unknown conditions {unknown}: use {', '.join(CONDITIONS)}")
         if self.max_steps < 1 or self.memory_k < 1:
             raise ValueError("max_steps and memory_k must be >= 1")
+        return self
 
 
 def conditions_for(config: SymbolsConfig, levels: int) -> list[Condition]:
@@ -193,7 +211,7 @@ class SymbolsReport(BaseModel):
     skipped: dict[str, str] = Field(default_factory=dict, description="Condition -> why not.")
     settings: dict[str, Any] = Field(default_factory=dict)
     records: str
-    intervals: IntervalSettings = DEFAULT_INTERVALS
+    intervals: IntervalConfig = DEFAULT_INTERVALS
 
 
 class _Given:
@@ -233,7 +251,7 @@ def run_symbols(
     limit: int | None = None,
     progress: bool = True,
     concurrency: int = 1,
-    intervals: IntervalSettings = DEFAULT_INTERVALS,
+    intervals: IntervalConfig = DEFAULT_INTERVALS,
     on_record: Callable[[SymbolRecord], None] | None = None,
 ) -> SymbolsReport:
     """Run every condition on ``env``'s first ``limit`` tasks; write records and the summary.
@@ -415,7 +433,7 @@ def _summaries(
     records: Sequence[SymbolRecord],
     conditions: Sequence[str],
     beams: Sequence[int],
-    intervals: IntervalSettings,
+    intervals: IntervalConfig,
 ) -> dict[str, dict[str, ConditionResult]]:
     def scores(condition: str, k: int) -> dict[str, float]:
         return scores_by_task(r for r in records if r.condition == condition and r.k == k)

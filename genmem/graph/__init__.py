@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         RetrieverState,
         build_retriever_graph,
     )
-    from genmem.graph.stack import StackBudget
+    from genmem.graph.stack import StackBudgetConfig
     from genmem.graph.stackplanner import StackPlannerConfig, build_stackplanner_graph
     from genmem.graph.subagents import SubAgent, default_subagents
     from genmem.graph.trajectory import StepRecord, Trajectory
@@ -53,7 +53,7 @@ _PUBLIC = {
     "RetrieverConfig": "genmem.graph.retriever",
     "RetrieverState": "genmem.graph.retriever",
     "ServerBackground": "genmem.graph.background",
-    "StackBudget": "genmem.graph.stack",
+    "StackBudgetConfig": "genmem.graph.stack",
     "StackPlannerConfig": "genmem.graph.stackplanner",
     "StepRecord": "genmem.graph.trajectory",
     "SubAgent": "genmem.graph.subagents",
@@ -90,7 +90,7 @@ __all__ = [
     "RetrieverConfig",
     "RetrieverState",
     "ServerBackground",
-    "StackBudget",
+    "StackBudgetConfig",
     "StackPlannerConfig",
     "StepRecord",
     "SubAgent",

@@ -78,7 +78,13 @@ from genmem.policies.addressing import Addresser, addresser_name, check_addresse
 from genmem.policies.backends import load_chat_model
 from genmem.policies.chat_local import content_text
 from genmem.policies.json_reply import aask_json, accepts_json_schema, ask_json
-from genmem.policies.prompts import EvolverDecision, evolver_prompt, evolver_user_message
+from genmem.policies.prompts import (
+    EvolverDecision,
+    evolver_decision_request,
+    evolver_prompt,
+    evolver_rejection_message,
+    evolver_user_message,
+)
 from genmem.policies.types import AllowedMode, SIDGenerator
 from genmem.tools.lookup import create_memory_lookup_tool
 
@@ -319,34 +325,6 @@ def _read_slot(messages: list[AnyMessage], sid: str) -> _Slot | None:
                     return _Slot(exact, hits[0]["version"] if exact else None, hits)
             return None
     return None
-
-
-def _instruction(sid: str, slot: _Slot) -> str:
-    """The user turn that asks for the decision, stating what the slot holds."""
-    if slot.exact:
-        state = (
-            f"Slot {sid} holds an entry (version {slot.version}, shown above), so the op is "
-            '"revise": new text replaces it, the same text keeps it, an empty payload deletes it.'
-        )
-    else:
-        state = (
-            f"Slot {sid} is empty (anything shown above lives at neighbouring SIDs), so the op "
-            'is "insert" with a non-empty payload.'
-        )
-    return (
-        f"{state}\nNow give your decision as one JSON object with the keys "
-        '"analysis", "op", "sid" and "payload", and nothing else. Write to the slot you read: '
-        f'"sid" is {sid}.'
-    )
-
-
-def _feedback(exc: _Rejected, sid: str) -> str:
-    """The user turn that returns a rejected decision to the model."""
-    return (
-        f"That decision was rejected and nothing was written: {exc.message}\n"
-        'Answer again with one JSON object with the keys "analysis", "op", "sid" and '
-        f'"payload", for sid {sid}.'
-    )
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -660,7 +638,10 @@ class EvolverNodes(AddressingNodes):
             said = content_text(tool[-1].content) if tool else "no answer"
             exc = _Rejected("lookup_failed", f"memory_lookup did not read {sid}: {said}")
             return {"attempts": attempt, **_rejection(exc, sid, attempt)}
-        asked: list[AnyMessage] = [] if attempt > 1 else [HumanMessage(_instruction(sid, slot))]
+        asked: list[AnyMessage] = []
+        if attempt == 1:
+            version = slot.version if slot.exact else None
+            asked.append(HumanMessage(evolver_decision_request(sid, version=version)))
         schema = decision_schema(sid, slot.exact) if self.use_schema else None
         model = self.chat if self.use_schema else _text_model(self.chat)
         return _Ask(sid, attempt, slot, asked, [*messages, *asked], schema, model)
@@ -678,7 +659,7 @@ class EvolverNodes(AddressingNodes):
             # providers that require a tool result after every call.
             said = [*ask.asked, AIMessage(exc.output if exc.output is not None else "")]
             if self.will_retry(exc.kind, attempt):
-                said.append(HumanMessage(_feedback(exc, sid)))
+                said.append(HumanMessage(evolver_rejection_message(exc.message, sid)))
             return {**base, "decision": None, "messages": said, **_rejection(exc, sid, attempt)}
         return {
             **base,

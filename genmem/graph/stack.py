@@ -29,7 +29,7 @@ __all__ = [
     "DEFAULT_MAX_STEPS",
     "EntryKind",
     "InvalidStackEdit",
-    "StackBudget",
+    "StackBudgetConfig",
     "StackEntry",
     "Summarizer",
     "TaskStack",
@@ -433,7 +433,7 @@ command's ``--max-steps`` and every experiment's config."""
 
 
 @dataclass(frozen=True, kw_only=True)
-class StackBudget:
+class StackBudgetConfig:
     """How far one StackPlanner run may go before it stops with its best answer so far."""
 
     max_steps: int = DEFAULT_MAX_STEPS
@@ -455,14 +455,16 @@ class StackBudget:
         for name, least in minimums.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"StackBudget.{name}={value!r} must be an int (>= {least})")
+                raise ValueError(f"StackBudgetConfig.{name}={value!r} must be an int (>= {least})")
             if value < least:
                 why = (
                     "; the stack keeps the plan, up to two summaries and a recent entry"
                     if name == "max_entries"
                     else ""
                 )
-                raise ValueError(f"StackBudget.{name}={value} is too small{why}: use >= {least}")
+                raise ValueError(
+                    f"StackBudgetConfig.{name}={value} is too small{why}: use >= {least}"
+                )
 
     def exceeded(self, *, steps: int, tokens: int, invalid_actions: int) -> str | None:
         """Which budget a run with these counts has used up, in words, or None if none."""

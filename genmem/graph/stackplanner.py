@@ -57,17 +57,17 @@ from genmem.graph.planner_actions import (
     parse_decision,
 )
 from genmem.graph.ranked_actor import RankedActor
-from genmem.graph.stack import InvalidStackEdit, StackBudget, TaskStack, approx_tokens
+from genmem.graph.stack import InvalidStackEdit, StackBudgetConfig, TaskStack, approx_tokens
 from genmem.graph.subagents import SubAgent, default_subagents, subagent_prompt
 from genmem.graph.trajectory import StepRecord, Trajectory, extend_or_reset
-from genmem.memory.data_block import data_block
 from genmem.policies.backends import load_chat_model
 from genmem.policies.chat_local import content_text
 from genmem.policies.json_reply import accepts_json_schema, ask_json, json_schema_runnable
 from genmem.policies.prompts import (
     COORDINATOR_PROMPT,
     COORDINATOR_STAGED_PROMPT,
-    NO_MEMORY_ANSWER,
+    coordinator_user_message,
+    subagent_task_message,
 )
 
 __all__ = [
@@ -129,7 +129,7 @@ class PlannerState(TypedDict, total=False):
 
 
 class PlannerContext(TypedDict, total=False):
-    """Per-run budget overrides (any :class:`~genmem.graph.stack.StackBudget` field)."""
+    """Per-run budget overrides (any :class:`~genmem.graph.stack.StackBudgetConfig` field)."""
 
     max_steps: int
     max_entries: int
@@ -141,7 +141,7 @@ class PlannerContext(TypedDict, total=False):
 class StackPlannerConfig:
     """Budgets and decoding settings of a StackPlanner run."""
 
-    budget: StackBudget = field(default_factory=StackBudget)
+    budget: StackBudgetConfig = field(default_factory=StackBudgetConfig)
     max_stack_chars: int = 6000
     """Characters of the rendered stack shown to the coordinator (newest entries kept)."""
     structured: Literal["auto", "on", "off"] = "auto"
@@ -204,19 +204,14 @@ def _tokens(message: Any, fallback_text: str) -> int:
 
 
 def _context_message(state: PlannerState, stack: TaskStack, cfg: StackPlannerConfig) -> str:
-    parts = [f"Task:\n{state['query'].strip()}"]
-    support = (state.get("support") or "").strip()
-    if support and support != NO_MEMORY_ANSWER:
-        parts.append(data_block("retrieved_experience", support))
-    parts.append(f"Task stack:\n{data_block('task_stack', stack.render(cfg.max_stack_chars))}")
-    if state.get("observation"):
-        parts.append(f"Last observation:\n{data_block('observation', state['observation'])}")
-    budget = _budget(state, cfg)
-    parts.append(
-        f"Step {state.get('n_steps', 0) + 1} of at most {budget.max_steps}. Reply with one JSON "
-        "object."
+    return coordinator_user_message(
+        state["query"],
+        stack.render(cfg.max_stack_chars),
+        support=state.get("support"),
+        observation=state.get("observation"),
+        step=state.get("n_steps", 0) + 1,
+        max_steps=_budget(state, cfg).max_steps,
     )
-    return "\n\n".join(parts)
 
 
 class _SubAgentRunner:
@@ -237,8 +232,7 @@ class _SubAgentRunner:
         so a terse delegation still reaches an agent that can see the problem. ``support`` is
         the coordinator's to pass on: a tool-calling sub-agent sees only its sub-task.
         """
-        if overall and overall.strip() and overall.strip() not in task:
-            task = f"The overall task, for context:\n{overall.strip()}\n\nYour sub-task:\n{task}"
+        task = subagent_task_message(task, overall)
         if not self.agent.tools:
             reply = self.model.invoke([SystemMessage(self.prompt), HumanMessage(task)])
             return content_text(reply.content).strip(), []
@@ -645,8 +639,8 @@ def _run_budget(runtime: Runtime[PlannerContext], cfg: StackPlannerConfig) -> di
     return asdict(replace(cfg.budget, **overrides))
 
 
-def _budget(state: Any, cfg: StackPlannerConfig) -> StackBudget:
-    return StackBudget(**state["budget"]) if state.get("budget") else cfg.budget
+def _budget(state: Any, cfg: StackPlannerConfig) -> StackBudgetConfig:
+    return StackBudgetConfig(**state["budget"]) if state.get("budget") else cfg.budget
 
 
 def _stop_reason(state: PlannerState, cfg: StackPlannerConfig) -> str | None:
@@ -678,12 +672,12 @@ def _describe_edit(old: TaskStack, new: TaskStack, action: ReviseAction) -> str:
 def compile_planner(chat: BaseChatModel | str, tools: Any, max_steps: int) -> Any:
     """StackPlanner compiled with an environment's ``tools`` (``solver``, ``research`` and
     ``interactor`` lists) and a ``max_steps`` budget."""
-    from genmem.graph.stack import StackBudget
+    from genmem.graph.stack import StackBudgetConfig
 
     return build_stackplanner_graph(
         chat,
         solver_tools=tools.solver,
         research_tools=tools.research,
         interactor_tools=tools.interactor,
-        config=StackPlannerConfig(budget=StackBudget(max_steps=max_steps)),
+        config=StackPlannerConfig(budget=StackBudgetConfig(max_steps=max_steps)),
     ).compile()

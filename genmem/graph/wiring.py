@@ -20,7 +20,7 @@ from genmem.graph.background import EvolveMode
 from genmem.graph.evolver import EvolverConfig
 from genmem.graph.loop import Scorer, build_genmem_graph
 from genmem.graph.retriever import RetrieverConfig
-from genmem.graph.stack import StackBudget
+from genmem.graph.stack import StackBudgetConfig
 from genmem.graph.stackplanner import StackPlannerConfig
 from genmem.policies.addressing import Addresser
 from genmem.policies.backends import capped_chat_model
@@ -80,7 +80,7 @@ def closed_loop(
     planner = (
         StackPlannerConfig()
         if max_steps is None
-        else StackPlannerConfig(budget=StackBudget(max_steps=max_steps))
+        else StackPlannerConfig(budget=StackBudgetConfig(max_steps=max_steps))
     )
     chat = capped_chat_model(model, max_new_tokens) if isinstance(model, str) else model
     graph = build_genmem_graph(

@@ -18,41 +18,57 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from pydantic import BaseModel, ConfigDict, Field
 
 from genmem.errors import InvalidModelSpec, ModelUnavailable
+from genmem.policies.backends import DEFAULT_MODEL_SPEC
 
 __all__ = ["RunningServer", "ServeConfig", "policy_directory", "server_command", "start_server"]
 
 _SERVE_HINT = 'pip install "genmem[serve]" (transformers[serving]: FastAPI and Uvicorn)'
 
 
-@dataclass(frozen=True, kw_only=True)
-class ServeConfig:
-    """What to serve, where, and how."""
+class ServeConfig(BaseModel):
+    """What to serve, where, and how (the first six fields are ``genmem serve``'s flags)."""
 
-    model: str = "local"
-    """``local`` (the embedded default), ``local:DIR`` or ``DIR`` (a model or policy folder)."""
-    host: str = "127.0.0.1"
-    """Interface to listen on (loopback unless you mean to expose the model)."""
-    port: int = 8000
-    continuous_batching: bool = True
-    """Batch concurrent requests token by token (paged attention; works on CPU too)."""
-    kv_memory: float | None = None
-    """Share of memory the batching KV cache may take. None: 0.03 on CPU (about 10k tokens of
-    the default model on a 24 GB machine; transformers' own default there took 10-13 GB), the
-    server's default on a GPU."""
-    device: str = "cpu"
-    dtype: str = "float32"
-    startup_timeout: float = 180.0
-    """Seconds to wait for ``/health`` before giving up."""
-    threads: int | None = None
-    """Torch threads of the server (``OMP_NUM_THREADS``); None leaves the default."""
-    env: dict[str, str] = field(default_factory=dict)
-    """Extra environment for the server process."""
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(
+        default=DEFAULT_MODEL_SPEC,
+        description="local (the embedded default), local:DIR or DIR (a model or policy folder).",
+    )
+    host: str = Field(
+        default="127.0.0.1",
+        description="Interface to listen on (loopback unless you mean to expose the model).",
+    )
+    port: int = Field(default=8000, ge=1, description="Port.")
+    continuous_batching: bool = Field(
+        default=True,
+        description="Batch concurrent requests token by token (paged attention; works on CPU "
+        "too); without it the server answers one request at a time.",
+    )
+    device: str = Field(default="cpu", description="Torch device: cpu, cuda, cuda:0, auto.")
+    dtype: str = Field(default="float32", description="Weight dtype: float32, bfloat16, auto.")
+    kv_memory: float | None = Field(
+        default=None,
+        description="Share of memory the batching KV cache may take. None: 0.03 on CPU (about "
+        "10k tokens of the default model on a 24 GB machine; transformers' own default there "
+        "took 10-13 GB), the server's default on a GPU.",
+    )
+    startup_timeout: float = Field(
+        default=180.0, description="Seconds to wait for /health before giving up."
+    )
+    threads: int | None = Field(
+        default=None,
+        description="Torch threads of the server (OMP_NUM_THREADS); None leaves the default.",
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Extra environment for the server process."
+    )
 
 
 def policy_directory(spec: str) -> Path:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from genmem.memory.sid import SIDSpec
-from genmem.training.config import TrainPreset
+from genmem.training.config import TrainConfig
 
 __all__ = ["SID_ROWS_PARAM", "attach_adapter", "merge_adapter", "optimizer_for"]
 
@@ -23,7 +23,7 @@ SID_ROWS_PARAM = "trainable_tokens_delta"
 """Name PEFT gives the trained rows of the token embedding."""
 
 
-def attach_adapter(policy: Any, spec: SIDSpec, preset: TrainPreset) -> None:
+def attach_adapter(policy: Any, spec: SIDSpec, preset: TrainConfig) -> None:
     """Wrap ``policy.model`` in LoRA adapters plus trainable SID rows (no-op for ``full``)."""
     if preset.adapter == "full":
         return
@@ -67,7 +67,7 @@ def merge_adapter(policy: Any) -> None:
         policy.model = policy.model.merge_and_unload()
 
 
-def optimizer_for(model: Any, preset: TrainPreset, learning_rate: float) -> Any | None:
+def optimizer_for(model: Any, preset: TrainConfig, learning_rate: float) -> Any | None:
     """AdamW with the SID rows at their own learning rate (LoRA); None: the Trainer's default."""
     if preset.adapter == "full":
         return None

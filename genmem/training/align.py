@@ -37,7 +37,7 @@ from genmem.training.align_data import (
     model_describer,
     with_queries,
 )
-from genmem.training.config import TrainPreset, partitions, training_device
+from genmem.training.config import TrainConfig, partitions, training_device
 from genmem.training.curve import CurvePoint, append_point, curve_callback, split_point
 from genmem.training.policy_io import (
     START_DIR,
@@ -116,7 +116,7 @@ def run_align(
     bank: Any,
     out: Path,
     *,
-    preset: TrainPreset,
+    preset: TrainConfig,
     model: str | None = None,
     max_steps: int | None = None,
     data: AlignDataConfig | None = None,

@@ -1,6 +1,6 @@
 """Training presets: CPU runs, one GPU, and the paper's 8 x A100 80GB setting, or a file.
 
-One :class:`TrainPreset` holds the optimiser, schedule, batch and GRPO settings of every stage;
+One :class:`TrainConfig` holds the optimiser, schedule, batch and GRPO settings of every stage;
 :func:`sft_args` and :func:`grpo_args` turn it into TRL's ``SFTConfig`` / ``GRPOConfig``.
 
 - ``cpu``: the embedded 135M model on a laptop: float32, ``use_cpu=True``, no vLLM, small
@@ -18,7 +18,7 @@ One :class:`TrainPreset` holds the optimiser, schedule, batch and GRPO settings 
   4 training GPUs, 2 for ``trl vllm-serve`` and 2 for the planner/judge server. Each value's
   source in the paper is cited beside it. Launch with ``accelerate launch --config_file
   configs/accelerate_zero3.yaml`` (see docs/training.md, "Several processes and GPUs").
-- a JSON or YAML file: any fields of :class:`TrainPreset`, over the ``base`` preset it names.
+- a JSON or YAML file: any fields of :class:`TrainConfig`, over the ``base`` preset it names.
 
 A launched run counts its processes itself: :func:`for_processes` re-checks the batch split for
 the number the launcher started.
@@ -47,7 +47,7 @@ __all__ = [
     "Completion",
     "RolloutConfig",
     "Stage",
-    "TrainPreset",
+    "TrainConfig",
     "config_file",
     "deepspeed_stage",
     "for_processes",
@@ -81,7 +81,7 @@ TRAINING_MAX_NEW_TOKENS = 128
 traces, the graph's calls and the policy's rewrite or decision in GRPO rollouts."""
 
 
-class TrainPreset(BaseModel):
+class TrainConfig(BaseModel):
     """Settings shared by the three stages (TRL argument names where one exists)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -157,7 +157,7 @@ class TrainPreset(BaseModel):
     vllm_server_port: int = Field(default=8000, ge=1, le=65535)
 
     @model_validator(mode="after")
-    def _consistent(self) -> TrainPreset:
+    def _consistent(self) -> TrainConfig:
         if self.use_cpu and self.use_vllm:
             raise ValueError("use_cpu=True cannot use vLLM; it needs GPUs")
         if self.use_cpu and self.deepspeed:
@@ -263,11 +263,11 @@ _PAPER = {
     "logging_steps": 10,
 }
 
-PRESETS: dict[str, TrainPreset] = {
-    "cpu": TrainPreset(),
+PRESETS: dict[str, TrainConfig] = {
+    "cpu": TrainConfig(),
     # The embedded model on a laptop, cheaper per example (bench/README.md, "train"): LoRA on
     # every linear layer plus the SID rows, short sequences, batches of similar length.
-    "cpu-lora": TrainPreset(
+    "cpu-lora": TrainConfig(
         name="cpu-lora",
         adapter="lora",
         align_learning_rate=5e-4,
@@ -276,12 +276,12 @@ PRESETS: dict[str, TrainPreset] = {
         train_sampling_strategy="group_by_length",
     ),
     # Two CPU processes over gloo (torchrun --nproc_per_node 2): the DDP path, tested in CI.
-    "cpu-ddp": TrainPreset(
+    "cpu-ddp": TrainConfig(
         name="cpu-ddp", num_processes=2, per_device_train_batch_size=2, max_length=256
     ),
     # Two CPU processes under DeepSpeed ZeRO-3 (DS_ACCELERATOR=cpu torchrun --nproc_per_node 2):
     # every parameter partitioned, even a tiny model's (configs/zero3_cpu.json), tested in CI.
-    "cpu-zero3": TrainPreset(
+    "cpu-zero3": TrainConfig(
         name="cpu-zero3",
         use_cpu=False,
         deepspeed="zero3_cpu.json",
@@ -290,7 +290,7 @@ PRESETS: dict[str, TrainPreset] = {
         max_length=256,
     ),
     # One GPU, every weight (GRPO too: the policy, its reference and the planner share it).
-    "gpu": TrainPreset(
+    "gpu": TrainConfig(
         name="gpu",
         use_cpu=False,
         bf16=True,
@@ -307,7 +307,7 @@ PRESETS: dict[str, TrainPreset] = {
     ),
     # One GPU (run on a lent H200, bench/README.md "train"): cpu-lora's adapters in bf16
     # autocast, 32 sequences a step, a learning rate raised with the batch.
-    "gpu-lora": TrainPreset(
+    "gpu-lora": TrainConfig(
         name="gpu-lora",
         use_cpu=False,
         bf16=True,
@@ -321,7 +321,7 @@ PRESETS: dict[str, TrainPreset] = {
         train_sampling_strategy="group_by_length",
     ),
     # DeepSpeed ZeRO-3 on the GPUs the launcher starts (the GPU check: one).
-    "gpu-zero3": TrainPreset(
+    "gpu-zero3": TrainConfig(
         name="gpu-zero3",
         use_cpu=False,
         bf16=True,
@@ -336,7 +336,7 @@ PRESETS: dict[str, TrainPreset] = {
         rollout_batch=1,
     ),
     # The paper's setting on 8 training GPUs with vLLM colocated (planner/judge served apart).
-    "a100x8": TrainPreset(
+    "a100x8": TrainConfig(
         **_PAPER,
         name="a100x8",
         num_processes=8,
@@ -348,7 +348,7 @@ PRESETS: dict[str, TrainPreset] = {
     ),
     # One 8-GPU node: training on 4 (CUDA_VISIBLE_DEVICES=0,1,2,3), `trl vllm-serve` on 2,
     # the planner/judge server on 2 (docs/training.md, "Several processes and GPUs").
-    "a100x4-server": TrainPreset(
+    "a100x4-server": TrainConfig(
         **_PAPER,
         name="a100x4-server",
         num_processes=4,
@@ -359,7 +359,7 @@ PRESETS: dict[str, TrainPreset] = {
 }
 
 
-def for_processes(preset: TrainPreset, processes: int) -> TrainPreset:
+def for_processes(preset: TrainConfig, processes: int) -> TrainConfig:
     """``preset`` for a run with ``processes`` processes (the launcher's count).
 
     Raises:
@@ -368,7 +368,7 @@ def for_processes(preset: TrainPreset, processes: int) -> TrainPreset:
     if processes == preset.num_processes:
         return preset
     try:
-        return TrainPreset.model_validate({**preset.model_dump(), "num_processes": processes})
+        return TrainConfig.model_validate({**preset.model_dump(), "num_processes": processes})
     except ValueError as exc:
         raise ValueError(
             f"preset {preset.name!r} was planned for {preset.num_processes} processes and the "
@@ -438,7 +438,7 @@ def config_file(name: str) -> Path:
     return path
 
 
-def load_preset(spec: str = "cpu", **overrides: Any) -> TrainPreset:
+def load_preset(spec: str = "cpu", **overrides: Any) -> TrainConfig:
     """``cpu``, ``a100x8``, or a JSON/YAML file of fields over its ``base`` preset (default cpu)."""
     if spec in PRESETS:
         base, fields = PRESETS[spec], {}
@@ -466,10 +466,10 @@ def load_preset(spec: str = "cpu", **overrides: Any) -> TrainPreset:
         **fields,
         **{k: v for k, v in overrides.items() if v is not None},
     }
-    return TrainPreset.model_validate(merged)
+    return TrainConfig.model_validate(merged)
 
 
-def deepspeed_stage(preset: TrainPreset) -> int | None:
+def deepspeed_stage(preset: TrainConfig) -> int | None:
     """The ZeRO stage of ``preset``'s DeepSpeed file (None without DeepSpeed)."""
     path = _deepspeed(preset)
     if path is None:
@@ -478,12 +478,12 @@ def deepspeed_stage(preset: TrainPreset) -> int | None:
     return int(body.get("zero_optimization", {}).get("stage", 0))
 
 
-def partitions(preset: TrainPreset) -> bool:
+def partitions(preset: TrainConfig) -> bool:
     """Whether ``preset`` loads each process's partition of the weights only (ZeRO-3)."""
     return deepspeed_stage(preset) == 3
 
 
-def _deepspeed(preset: TrainPreset) -> str | None:
+def _deepspeed(preset: TrainConfig) -> str | None:
     if preset.deepspeed is None:
         return None
     path = Path(preset.deepspeed)
@@ -491,7 +491,7 @@ def _deepspeed(preset: TrainPreset) -> str | None:
 
 
 def _common(
-    preset: TrainPreset, out: Path, max_steps: int, stage: Stage, started: bool
+    preset: TrainConfig, out: Path, max_steps: int, stage: Stage, started: bool
 ) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "output_dir": str(out),
@@ -520,7 +520,7 @@ def _common(
 
 
 def sft_kwargs(
-    preset: TrainPreset,
+    preset: TrainConfig,
     out: Path,
     stage: Stage,
     max_steps: int | None,
@@ -546,7 +546,7 @@ def sft_kwargs(
 
 
 def grpo_kwargs(
-    preset: TrainPreset, out: Path, max_steps: int | None, *, started: bool = False
+    preset: TrainConfig, out: Path, max_steps: int | None, *, started: bool = False
 ) -> dict[str, Any]:
     """Keyword arguments of TRL's ``GRPOConfig``.
 
@@ -582,7 +582,7 @@ def grpo_kwargs(
 
 
 def sft_args(
-    preset: TrainPreset,
+    preset: TrainConfig,
     out: Path,
     stage: Stage,
     max_steps: int | None = None,
@@ -596,7 +596,7 @@ def sft_args(
 
 
 def grpo_args(
-    preset: TrainPreset, out: Path, max_steps: int | None = None, *, started: bool = False
+    preset: TrainConfig, out: Path, max_steps: int | None = None, *, started: bool = False
 ) -> Any:
     """TRL ``GRPOConfig``."""
     from trl import GRPOConfig
@@ -604,7 +604,7 @@ def grpo_args(
     return GRPOConfig(**grpo_kwargs(preset, out, max_steps, started=started))
 
 
-def training_device(preset: TrainPreset, local_rank: int = 0) -> str:
+def training_device(preset: TrainConfig, local_rank: int = 0) -> str:
     """Where this process's copy of the policy runs: its own GPU for a GPU preset, else CPU."""
     if preset.use_cpu:
         return "cpu"

@@ -38,7 +38,7 @@ from genmem.envs.base import Environment
 from genmem.errors import TooManyFailures
 from genmem.training.config import (
     GRPO_TASKS,
-    TrainPreset,
+    TrainConfig,
     grpo_args,
     partitions,
     training_device,
@@ -96,7 +96,7 @@ def run_grpo(
     env: Environment,
     out: Path,
     *,
-    preset: TrainPreset,
+    preset: TrainConfig,
     model: str | None = None,
     chat_model: str | BaseChatModel = "local",
     roles: Sequence[Role] = ("retriever", "evolver"),

@@ -44,7 +44,7 @@ from genmem.training.config import (
     MID_TASKS,
     TRAINING_LOOKUP_K,
     TRAINING_MAX_NEW_TOKENS,
-    TrainPreset,
+    TrainConfig,
     partitions,
     training_device,
 )
@@ -183,7 +183,7 @@ def run_mid(
     env: Environment,
     out: Path,
     *,
-    preset: TrainPreset,
+    preset: TrainConfig,
     role: Role = "retriever",
     model: str | None = None,
     teacher: str | Any = "local",

@@ -30,7 +30,7 @@ from genmem.policies.local import (
     save_policy,
 )
 from genmem.policies.policy_dir import write_info
-from genmem.training.config import TrainPreset, for_processes
+from genmem.training.config import TrainConfig, for_processes
 from genmem.training.distributed import Ranks, start_processes
 
 __all__ = [
@@ -89,7 +89,7 @@ def load_trainable(spec: str | None, bank: Any, device: str = "cpu") -> LocalPol
     return policy
 
 
-def join_run(preset: TrainPreset) -> tuple[Ranks, TrainPreset]:
+def join_run(preset: TrainConfig) -> tuple[Ranks, TrainConfig]:
     """This process's place in the run, and ``preset`` re-checked for the launcher's count."""
     ranks = start_processes(deepspeed=preset.deepspeed is not None, use_cpu=preset.use_cpu)
     return ranks, (for_processes(preset, ranks.world) if ranks.launched else preset)
@@ -180,13 +180,13 @@ class TrainingRun:
 
     out: Path
     stage: str
-    preset: TrainPreset
+    preset: TrainConfig
     started: float = field(default_factory=time.time)
     main: bool = True
 
     @classmethod
     def start(
-        cls, out: Path, stage: str, preset: TrainPreset, ranks: Ranks | None = None
+        cls, out: Path, stage: str, preset: TrainConfig, ranks: Ranks | None = None
     ) -> TrainingRun:
         """Create ``out`` and record the run as started."""
         main = ranks is None or ranks.is_main

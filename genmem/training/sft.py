@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from genmem.training.adapters import attach_adapter, optimizer_for
-from genmem.training.config import Stage, TrainPreset, sft_args
+from genmem.training.config import Stage, TrainConfig, sft_args
 from genmem.training.distributed import Ranks
 
 __all__ = ["Pieces", "SFTRun", "last_checkpoint", "logged_losses", "sft_arguments", "sft_train"]
@@ -127,7 +127,7 @@ def _pause_callback(seconds: float, ranks: Ranks) -> Any:
 
 
 def sft_arguments(
-    preset: TrainPreset,
+    preset: TrainConfig,
     out: Path,
     stage: Stage,
     max_steps: int | None,
@@ -153,7 +153,7 @@ def sft_arguments(
 def sft_train(
     policy: Any,
     pairs: Iterable[tuple[str, str]],
-    preset: TrainPreset,
+    preset: TrainConfig,
     out: Path,
     args: Any,
     *,
@@ -208,7 +208,7 @@ def sft_train(
     return SFTRun(trainer, time.perf_counter() - started, paused, resume_from)
 
 
-def _load_checkpoint(trainer: Any, checkpoint: Path, preset: TrainPreset) -> None:
+def _load_checkpoint(trainer: Any, checkpoint: Path, preset: TrainConfig) -> None:
     """Set ``trainer``'s model weights and state to those of ``checkpoint`` (no training).
 
     Adapters load with PEFT's state-dict API; a checkpoint may leave out the base embedding's

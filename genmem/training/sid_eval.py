@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from genmem.envs.stats import DEFAULT_INTERVALS, IntervalSettings, bootstrap_interval
+from genmem.envs.stats import DEFAULT_INTERVALS, IntervalConfig, bootstrap_interval
 from genmem.memory.sid import SIDSpec
 from genmem.policies.prompts import retriever_user_message
 
@@ -55,7 +55,7 @@ def score_beams(
     beams: Sequence[Sequence[Sequence[int]]],
     references: Sequence[Sequence[int]],
     ks: Sequence[int],
-    intervals: IntervalSettings = DEFAULT_INTERVALS,
+    intervals: IntervalConfig = DEFAULT_INTERVALS,
 ) -> PrefixAccuracy:
     """Accuracy of ranked code tuples against reference code tuples, with intervals."""
     if len(beams) != len(references) or not references:

@@ -78,7 +78,7 @@ def _defaults(argv: list[str]) -> dict[str, object]:
 
 
 def test_commands_show_the_library_defaults() -> None:
-    from genmem.experiments.evaluate import EvalSettings
+    from genmem.experiments.evaluate import EvalConfig
     from genmem.experiments.evolution_config import EvolveConfig
     from genmem.graph.retriever import RetrieverConfig
     from genmem.training.config import RolloutConfig
@@ -90,7 +90,7 @@ def test_commands_show_the_library_defaults() -> None:
     library = EvolveConfig(blocks=1, block_size=1, probe_size=1)
     for name in ("model", "candidates", "rerank", "allowed", "memory_k", "max_steps"):
         assert evolve[name] == getattr(library, name)
-    read = EvalSettings(methods=["none"]).allowed
+    read = EvalConfig(methods=["none"]).allowed
     assert run["allowed"] == RetrieverConfig().allowed == read == "occupied"
     rollout = RolloutConfig()
     for name in ("max_steps", "max_new_tokens", "judge", "max_failures", "completion"):

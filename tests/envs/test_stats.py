@@ -7,7 +7,7 @@ import pytest
 
 from genmem.envs.stats import (
     DEFAULT_INTERVALS,
-    IntervalSettings,
+    IntervalConfig,
     bootstrap_interval,
     describe,
     format_interval,
@@ -30,9 +30,7 @@ def test_a_seeded_interval_is_stable_and_the_seed_matters() -> None:
     # What numpy's PCG64 gives for seed 0 and 2,000 resamples: a change here means intervals
     # written by earlier runs can no longer be reproduced from their settings.
     assert first == pytest.approx((0.2475, 0.64128125))
-    assert bootstrap_interval(values, IntervalSettings(seed=1)) == pytest.approx(
-        (0.2425, 0.64009375)
-    )
+    assert bootstrap_interval(values, IntervalConfig(seed=1)) == pytest.approx((0.2425, 0.64009375))
 
 
 def test_interval_brackets_the_mean_and_narrows_with_n() -> None:
@@ -50,14 +48,14 @@ def test_formatting_and_description() -> None:
     assert format_interval(0.41, (0.32, 0.5)) == "41.0 [32.0, 50.0]"
     assert format_interval(0.25, (-0.5, 1.0), signed=True) == "+25.0 [-50.0, +100.0]"
     assert format_interval(1 / 3, None, scale=1, digits=3, signed=True) == "+0.333"
-    text = describe(IntervalSettings(resamples=1000, seed=3))
+    text = describe(IntervalConfig(resamples=1000, seed=3))
     assert text == "Intervals: 95% percentile bootstrap over tasks, 1000 resamples, seed 3."
 
 
 def test_coverage_on_normal_samples_is_near_the_nominal_level() -> None:
     """Percentile intervals of n = 60 draws from N(0, 1) cover 0 about 95% of the time."""
     rng = np.random.default_rng(123)
-    settings = IntervalSettings(resamples=1000)
+    settings = IntervalConfig(resamples=1000)
     covered = 0
     trials = 200
     for i in range(trials):
@@ -92,9 +90,9 @@ def test_task_means_keep_the_repeats_of_a_task_together() -> None:
 
 def test_bad_settings_and_values_are_refused() -> None:
     with pytest.raises(ValueError, match="resamples"):
-        IntervalSettings(resamples=100)
+        IntervalConfig(resamples=100)
     with pytest.raises(ValueError, match="confidence"):
-        IntervalSettings(confidence=1.0)
+        IntervalConfig(confidence=1.0)
     with pytest.raises(ValueError, match="finite"):
         bootstrap_interval([0.0, float("nan")])
     assert DEFAULT_INTERVALS.resamples >= 1000 and DEFAULT_INTERVALS.confidence == 0.95

@@ -11,7 +11,7 @@ from genmem.experiments.codebook_policy import (
     METHODS,
     AlignedHits,
     AlignmentMismatch,
-    PolicySettings,
+    CodebookPolicyConfig,
     TaskScores,
     align_and_score,
     paired_rows,
@@ -55,7 +55,7 @@ def test_a_finished_alignment_of_another_step_count_is_kept_not_replaced(tmp_pat
     (out / "report.json").write_text(json.dumps({"steps": 500}))
     before = sorted(p.name for p in out.iterdir())
     with pytest.raises(AlignmentMismatch, match="500 steps, not 3"):
-        align_and_score("sqlite:///unused.db?bank=x", out, PolicySettings(align_steps=3))
+        align_and_score("sqlite:///unused.db?bank=x", out, CodebookPolicyConfig(align_steps=3))
     assert sorted(p.name for p in out.iterdir()) == before
 
 
@@ -64,4 +64,4 @@ def test_a_finished_alignment_of_another_step_count_is_kept_not_replaced(tmp_pat
 )
 def test_bad_policy_settings_are_refused(fields: dict[str, int]) -> None:
     with pytest.raises(ValueError):
-        PolicySettings(**fields)
+        CodebookPolicyConfig(**fields)

@@ -14,7 +14,7 @@ from genmem.envs.gsm8k import GSM8KEnvironment
 from genmem.envs.pool import ConcurrencyWarning
 from genmem.experiments import coldstart
 from genmem.experiments.coldstart import ColdStartConfig
-from genmem.experiments.evaluate import EvalSettings, evaluate
+from genmem.experiments.evaluate import EvalConfig, evaluate
 from genmem.experiments.evolution import run_evolution
 from genmem.experiments.experience_schemas import AttemptProse, ExperienceFields
 from genmem.experiments.runner import run_stream
@@ -46,7 +46,7 @@ def _timeless(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _eval(tmp_path: Path, out: str, concurrency: int, gen: Any = None) -> Path:
     (tmp_path / out).mkdir()
     bank_url = one_entry_bank(tmp_path / out, "Work out the daily amount first, then the money.")
-    settings = EvalSettings(
+    settings = EvalConfig(
         methods=["none", "sid"], bank_url=bank_url, limit=4, max_steps=2, candidates=1
     )
     slow = role_fake(before=SEEN.wait)  # 50 ms a call, counted in SEEN
@@ -89,7 +89,7 @@ def test_a_failing_eval_run_is_its_record_and_the_others_finish(tmp_path) -> Non
 
 
 def test_evolve_mode_refuses_concurrent_eval_runs(tmp_path) -> None:
-    settings = EvalSettings(methods=["none"], mode="evolve", limit=1)
+    settings = EvalConfig(methods=["none"], mode="evolve", limit=1)
     with pytest.raises(ValueError, match="updates must land in task order"):
         evaluate(GSM8KEnvironment(), settings, out=tmp_path, model=role_fake(), concurrency=2)
 

@@ -11,8 +11,8 @@ from langchain_core.messages import BaseMessage
 from genmem.envs.gsm8k import GSM8KEnvironment, calculate, calculator_tool
 from genmem.envs.stats import DEFAULT_INTERVALS
 from genmem.experiments.evaluate import (
+    EvalConfig,
     EvalRecord,
-    EvalSettings,
     _summaries,
     _with_contrastive,
     evaluate,
@@ -36,8 +36,8 @@ def role_fake(**options: Any) -> FakeChat:
     return FakeChat(reply=by_role(team=_ducks_only, other=support), **options)
 
 
-def _settings(bank_url: str | None, **kw: Any) -> EvalSettings:
-    return EvalSettings(**{"bank_url": bank_url, "limit": 2, "max_steps": 2, "candidates": 1, **kw})
+def _settings(bank_url: str | None, **kw: Any) -> EvalConfig:
+    return EvalConfig(**{"bank_url": bank_url, "limit": 2, "max_steps": 2, "candidates": 1, **kw})
 
 
 def test_every_method_runs_through_the_graph_and_is_summarised(tmp_path) -> None:
@@ -145,10 +145,10 @@ def test_evolve_mode_gives_each_method_its_own_bank_copy(tmp_path) -> None:
 
 def test_settings_are_validated() -> None:
     with pytest.raises(ValueError, match="need a bank"):
-        EvalSettings(methods=["sid"])
+        EvalConfig(methods=["sid"])
     with pytest.raises(ValueError, match="'none', 'tfidf', 'dense', 'quantizer' or 'sid'"):
-        EvalSettings(methods=["bm25"], bank_url="sqlite:///x.db")  # type: ignore[list-item]
-    assert EvalSettings(methods=["none"]).bank_url is None
+        EvalConfig(methods=["bm25"], bank_url="sqlite:///x.db")  # type: ignore[list-item]
+    assert EvalConfig(methods=["none"]).bank_url is None
 
 
 def test_calculator() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from genmem.experiments.evaluate import EvalReport, EvalSettings, MethodSummary
+from genmem.experiments.evaluate import EvalConfig, EvalReport, MethodSummary
 from genmem.experiments.plots import plot_eval_summary
 
 
@@ -26,7 +26,7 @@ def _summary(method: str, acc: float, ci: tuple[float, float]) -> MethodSummary:
 def test_eval_summary_png_has_the_intervals_as_error_bars(tmp_path: Path, errorbars) -> None:
     report = EvalReport(
         bench="gsm8k",
-        settings=EvalSettings(methods=["none"]),
+        settings=EvalConfig(methods=["none"]),
         summaries=[_summary("none", 0.4, (0.1, 0.7)), _summary("sid", 0.6, (0.3, 0.8))],
         records="records.jsonl",
     )

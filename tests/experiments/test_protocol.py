@@ -16,7 +16,7 @@ import pytest
 
 from genmem.envs.base import Environment, Outcome, Task
 from genmem.envs.gsm8k import GSM8KEnvironment
-from genmem.experiments.evaluate import EvalSettings, evaluate
+from genmem.experiments.evaluate import EvalConfig, evaluate
 from genmem.experiments.evolution import EvolveConfig
 from genmem.experiments.evolution_runner import EvolveRunner
 from genmem.experiments.runner import run_stream
@@ -68,7 +68,7 @@ def test_eval_evolve_mode_shows_memevolver_no_verdict(tmp_path, answer) -> None:
     """Both a right and a wrong answer: neither verdict may reach MemEvolver."""
     bank_url = one_entry_bank(tmp_path, "Find the price of one item first.")
     chat = prompt_recorder(answer)
-    settings = EvalSettings(
+    settings = EvalConfig(
         bank_url=bank_url, limit=2, max_steps=2, candidates=1, methods=["sid"], mode="evolve"
     )
     report = evaluate(
@@ -147,7 +147,7 @@ class _Game(Environment):
 def test_an_observable_environment_tells_memevolver_its_own_verdict(tmp_path) -> None:
     bank_url = one_entry_bank(tmp_path, "Look around before you act.")
     chat = prompt_recorder()
-    settings = EvalSettings(
+    settings = EvalConfig(
         bank_url=bank_url, limit=1, max_steps=2, candidates=1, methods=["sid"], mode="evolve"
     )
     evaluate(

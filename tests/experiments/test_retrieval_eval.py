@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from genmem.envs.stats import IntervalSettings, bootstrap_interval
+from genmem.envs.stats import IntervalConfig, bootstrap_interval
 from genmem.errors import InvalidSID
 from genmem.experiments.retrieval_eval import (
     RetrievalPair,
@@ -89,11 +89,11 @@ def test_hand_computed_report() -> None:
 
 def test_every_rate_gets_a_bootstrap_interval_over_queries() -> None:
     rep = evaluate_retrieval(PAIRS, table_ranker(RANKED), k=6, spec=SPEC)
-    ci = rep.intervals(IntervalSettings(seed=5))
+    ci = rep.intervals(IntervalConfig(seed=5))
     # Each interval is the bootstrap of that rate's per-query 0/1 hits (q0..q3 as above).
-    assert ci.candidate_hit == bootstrap_interval([1, 1, 1, 0], IntervalSettings(seed=5))
-    assert ci.hit_at_1 == bootstrap_interval([0, 1, 0, 0], IntervalSettings(seed=5))
-    assert ci.prefix_at_1[0] == bootstrap_interval([1, 1, 0, 0], IntervalSettings(seed=5))
+    assert ci.candidate_hit == bootstrap_interval([1, 1, 1, 0], IntervalConfig(seed=5))
+    assert ci.hit_at_1 == bootstrap_interval([0, 1, 0, 0], IntervalConfig(seed=5))
+    assert ci.prefix_at_1[0] == bootstrap_interval([1, 1, 0, 0], IntervalConfig(seed=5))
     assert len(ci.prefix_at_1) == len(ci.level_at_5) == len(ci.prefix_at_5) == 3
     for rate, (lo, hi) in [
         (rep.candidate_hit, ci.candidate_hit),
@@ -112,12 +112,12 @@ def test_paired_hits_compare_two_methods_query_by_query() -> None:
         PAIRS, table_ranker({q: [r] for q, r in REFS.items()}), 6, spec=SPEC
     )
     rep = evaluate_retrieval(PAIRS, table_ranker(RANKED), k=6, spec=SPEC)
-    diffs = paired_hits(rep, perfect, IntervalSettings(seed=5))
+    diffs = paired_hits(rep, perfect, IntervalConfig(seed=5))
     assert set(diffs) == {"candidate_hit", "hit_at_1", "hit_at_5"}
     # Hand-computed per query (q0..q3): hit@1 0,1,0,0 against 1,1,1,1.
     h1 = diffs["hit_at_1"]
     assert (h1.diff, h1.wins, h1.losses, h1.ties, h1.n) == (-0.75, 0, 3, 1, 4)
-    assert h1.ci == bootstrap_interval([-1, 0, -1, -1], IntervalSettings(seed=5))
+    assert h1.ci == bootstrap_interval([-1, 0, -1, -1], IntervalConfig(seed=5))
     assert diffs["candidate_hit"].diff == -0.25 and diffs["hit_at_5"].diff == -0.5
     assert paired_hits(rep, rep)["hit_at_5"].diff == 0.0
     with pytest.raises(ValueError, match="cannot pair"):

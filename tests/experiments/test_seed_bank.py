@@ -80,6 +80,24 @@ def test_config_rejects_bad_settings() -> None:
     assert SeedBankConfig(size=3).key() != SeedBankConfig(size=4).key()
 
 
+def test_the_library_and_the_commands_build_the_same_default_seed_bank() -> None:
+    from genmem.cli.main import build_parser
+
+    cfg = SeedBankConfig()
+    seed = build_parser().parse_args(["bank", "seed"])
+    demo = build_parser().parse_args(["demo"])
+    assert (seed.distill, seed.size, seed.source, seed.model) == (
+        cfg.distill,
+        cfg.size,
+        cfg.source,
+        cfg.model,
+    )
+    assert (demo.distill, demo.fit_size) == (cfg.distill, cfg.fit_size)
+    # the codebooks are fitted on as many rows as the bank holds, at least 48
+    assert (cfg.fit_size, SeedBankConfig(size=5).fit_size) == (cfg.size, 48)
+    assert SeedBankConfig(size=5, fit_size=60).fit_size == 60
+
+
 @pytest.mark.slow
 def test_reference_seed_bank_is_built_once_and_copied(tmp_path: Path) -> None:
     cfg = SeedBankConfig(distill="reference", size=5, fit_size=48, sizes=(8, 4))

@@ -9,7 +9,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
-from genmem.graph.stack import StackBudget, TaskStack
+from genmem.graph.stack import StackBudgetConfig, TaskStack
 from genmem.graph.stackplanner import Coordinator, StackPlannerConfig
 from genmem.graph.subagents import SubAgent
 from tests.fakes import FakeChat
@@ -63,7 +63,7 @@ def test_validate_takes_the_parsed_decision_and_resets_the_streak() -> None:
 
 
 def test_routing_after_execute_stops_at_the_budget() -> None:
-    node = _coordinator(budget=StackBudget(max_steps=3, max_tokens=500))
+    node = _coordinator(budget=StackBudgetConfig(max_steps=3, max_tokens=500))
     assert node.after_execute({"n_steps": 2, "tokens": 10}) == "prepare"
     assert node.after_execute({"n_steps": 3, "tokens": 10}) == "finalize"
     assert node.after_execute({"n_steps": 1, "tokens": 500}) == "finalize"
@@ -73,14 +73,14 @@ def test_routing_after_execute_stops_at_the_budget() -> None:
 
 
 def test_routing_after_validate() -> None:
-    node = _coordinator(budget=StackBudget(max_steps=5, max_invalid_actions=1))
+    node = _coordinator(budget=StackBudgetConfig(max_steps=5, max_invalid_actions=1))
     assert node.after_validate({"decision": _decision("finish", answer="6")}) == "execute"
     assert node.after_validate({"decision": None, "invalid_streak": 1}) == "prepare"
     assert node.after_validate({"decision": None, "invalid_streak": 2}) == "finalize"
 
 
 def test_finalize_picks_the_report_answer() -> None:
-    node = _coordinator(budget=StackBudget(max_steps=2), fallback_solver=False)
+    node = _coordinator(budget=StackBudgetConfig(max_steps=2), fallback_solver=False)
     state = {"query": Q, "n_steps": 2, "best_answer": "6", "stack": _stack("... 6"), "steps": []}
     out = node.finalize(state)
     assert out["answer"] == "6" and out["status"] == "budget"
@@ -97,7 +97,7 @@ def test_finalize_picks_the_report_answer() -> None:
 
 def test_finalize_gives_an_unanswered_task_to_the_solver() -> None:
     sub = FakeChat(responses=["so it is <answer>6</answer>"])
-    node = _coordinator(sub=sub, budget=StackBudget(max_steps=1))
+    node = _coordinator(sub=sub, budget=StackBudgetConfig(max_steps=1))
     out = node.finalize({"query": Q, "n_steps": 1, "stack": _stack(), "steps": []})
     assert out["answer"] == "6" and out["status"] == "budget"
     assert [(s["agent"], s["action"]) for s in out["steps"]] == [("solver", "fallback")]

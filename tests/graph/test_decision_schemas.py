@@ -14,7 +14,7 @@ from genmem.graph.decision_schemas import (
     decision_from_stages,
 )
 from genmem.graph.planner_actions import parse_decision
-from genmem.graph.stack import StackBudget
+from genmem.graph.stack import StackBudgetConfig
 from genmem.graph.stackplanner import StackPlannerConfig, build_stackplanner_graph
 from tests.fakes import FakeChat
 
@@ -106,7 +106,7 @@ def test_one_stage_when_configured() -> None:
     decision = {"thought": "t", "action": {"action": "delegate", "agent": "solver", "task": Q}}
     lead = FakeChat(responses=["unused"], structured=[decision])
     sub = FakeChat(responses=["<answer>6</answer>"])
-    cfg = StackPlannerConfig(two_stage=False, budget=StackBudget(max_steps=1))
+    cfg = StackPlannerConfig(two_stage=False, budget=StackBudgetConfig(max_steps=1))
     out = (
         build_stackplanner_graph(lead, subagent_model=sub, config=cfg)
         .compile()
@@ -126,7 +126,7 @@ def test_subagent_sees_the_overall_task_when_the_delegation_is_terse() -> None:
         ],
     )
     sub = FakeChat(responses=["it is 6"])
-    cfg = StackPlannerConfig(budget=StackBudget(max_steps=1))
+    cfg = StackPlannerConfig(budget=StackBudgetConfig(max_steps=1))
     out = (
         build_stackplanner_graph(lead, subagent_model=sub, config=cfg)
         .compile()

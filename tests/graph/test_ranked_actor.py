@@ -16,7 +16,7 @@ pytest.importorskip("textworld")
 
 from genmem.envs.textworld_env import TextWorldConfig, TextWorldEnvironment, generate_games
 from genmem.graph.ranked_actor import RankedActor, ranking_prompt
-from genmem.graph.stack import StackBudget
+from genmem.graph.stack import StackBudgetConfig
 from genmem.graph.stackplanner import (
     StackPlannerConfig,
     build_stackplanner_graph,
@@ -126,7 +126,7 @@ def test_a_run_without_an_answer_falls_back_to_the_interactor(env: TextWorldEnvi
         lead,
         subagent_model=worker,
         agents=team,
-        config=StackPlannerConfig(budget=StackBudget(max_steps=1), structured="off"),
+        config=StackPlannerConfig(budget=StackBudgetConfig(max_steps=1), structured="off"),
     ).compile()
     out = graph.invoke({"query": task.query, "support": "take it, then put it"})
     env.finish(task)

@@ -29,7 +29,7 @@ from genmem.graph.planner_actions import (
 )
 from genmem.graph.stack import (
     InvalidStackEdit,
-    StackBudget,
+    StackBudgetConfig,
     StackEntry,
     TaskStack,
     approx_tokens,
@@ -461,12 +461,12 @@ def test_invalid_edits_change_nothing(stacks: list[TaskStack], data: st.DataObje
 
 
 def test_budget_defaults_and_frozen_keyword_only() -> None:
-    budget = StackBudget()
+    budget = StackBudgetConfig()
     assert budget.max_entries >= 4 and budget.max_invalid_actions >= 0
     with pytest.raises(dataclasses.FrozenInstanceError):
         budget.max_steps = 3  # type: ignore[misc]
     with pytest.raises(TypeError):
-        StackBudget(5)  # type: ignore[misc]
+        StackBudgetConfig(5)  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(
@@ -482,16 +482,16 @@ def test_budget_defaults_and_frozen_keyword_only() -> None:
 )
 def test_budget_rejects_bad_values(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        StackBudget(**kwargs)
+        StackBudgetConfig(**kwargs)
 
 
 def test_budget_says_which_limit_was_hit() -> None:
-    budget = StackBudget(max_steps=5, max_tokens=100, max_invalid_actions=2)
+    budget = StackBudgetConfig(max_steps=5, max_tokens=100, max_invalid_actions=2)
     assert budget.exceeded(steps=4, tokens=99, invalid_actions=2) is None
     assert "max_steps=5" in (budget.exceeded(steps=5, tokens=0, invalid_actions=0) or "")
     assert "max_tokens=100" in (budget.exceeded(steps=0, tokens=100, invalid_actions=0) or "")
     assert "3 invalid" in (budget.exceeded(steps=0, tokens=0, invalid_actions=3) or "")
-    assert StackBudget(max_invalid_actions=0).exceeded(steps=0, tokens=0, invalid_actions=1)
+    assert StackBudgetConfig(max_invalid_actions=0).exceeded(steps=0, tokens=0, invalid_actions=1)
 
 
 def test_approx_tokens_is_chars_over_four_rounded_up() -> None:

@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from genmem.graph.stack import StackBudget
+from genmem.graph.stack import StackBudgetConfig
 from genmem.graph.stackplanner import (
     StackPlannerConfig,
     build_stackplanner_graph,
@@ -118,7 +118,7 @@ def test_too_many_invalid_replies_end_the_run_with_the_best_answer() -> None:
     lead = FakeChat(
         responses=[_act("delegate", agent="solver", task="3 pens?")] + ["nonsense"] * 10
     )
-    cfg = StackPlannerConfig(budget=StackBudget(max_steps=ROOMY, max_invalid_actions=2))
+    cfg = StackPlannerConfig(budget=StackBudgetConfig(max_steps=ROOMY, max_invalid_actions=2))
     out = _run(lead, config=cfg)
     assert out["status"] == "budget" and out["answer"] == "6"
     traj = out["trajectory"]
@@ -129,7 +129,7 @@ def test_too_many_invalid_replies_end_the_run_with_the_best_answer() -> None:
 def test_step_budget_uses_the_fallback_solver_when_nothing_answered() -> None:
     lead = FakeChat(responses=[_act("plan", steps=["think"])] * 10)
     sub = FakeChat(responses=["so it is <answer>6</answer>"])
-    out = _run(lead, sub, config=StackPlannerConfig(budget=StackBudget(max_steps=3)))
+    out = _run(lead, sub, config=StackPlannerConfig(budget=StackBudgetConfig(max_steps=3)))
     traj = out["trajectory"]
     assert out["answer"] == "6" and out["status"] == "budget"
     assert [s["action"] for s in traj["steps"]] == ["plan"] * 3 + ["fallback"]
@@ -138,14 +138,14 @@ def test_step_budget_uses_the_fallback_solver_when_nothing_answered() -> None:
 
 def test_without_fallback_a_run_with_no_answer_fails() -> None:
     lead = FakeChat(responses=[_act("plan", steps=["think"])] * 10)
-    cfg = StackPlannerConfig(budget=StackBudget(max_steps=2), fallback_solver=False)
+    cfg = StackPlannerConfig(budget=StackBudgetConfig(max_steps=2), fallback_solver=False)
     out = _run(lead, config=cfg)
     assert out["answer"] is None and out["status"] == "failed"
 
 
 def test_token_budget_stops_the_run() -> None:
     lead = FakeChat(responses=[_act("plan", steps=["think"])] * 10)
-    cfg = StackPlannerConfig(budget=StackBudget(max_tokens=600), fallback_solver=False)
+    cfg = StackPlannerConfig(budget=StackBudgetConfig(max_tokens=600), fallback_solver=False)
     out = _run(lead, config=cfg)
     assert "token budget" in out["trajectory"]["stop_reason"]
     assert len(out["trajectory"]["steps"]) < 10
@@ -162,7 +162,7 @@ def test_revise_ops_and_a_bad_edit_do_not_crash() -> None:
             _act("finish", answer="6"),
         ]
     )
-    out = _run(lead, config=StackPlannerConfig(budget=StackBudget(max_steps=ROOMY)))
+    out = _run(lead, config=StackPlannerConfig(budget=StackBudgetConfig(max_steps=ROOMY)))
     steps = out["trajectory"]["steps"]
     assert steps[1]["stack_edits"] == ["prune #1 into #2 failure note"]
     assert steps[2]["stack_edits"] == ["push #3 note"]
@@ -175,7 +175,7 @@ def test_full_stack_is_condensed_automatically() -> None:
     delegations = [_act("delegate", agent="solver", task=f"part {i}") for i in range(6)]
     lead = FakeChat(responses=[*delegations, _act("finish", answer="6")])
     sub = FakeChat(responses=[f"part done <answer>{i}</answer>" for i in range(6)])
-    cfg = StackPlannerConfig(budget=StackBudget(max_steps=ROOMY, max_entries=4))
+    cfg = StackPlannerConfig(budget=StackBudgetConfig(max_steps=ROOMY, max_entries=4))
     out = _run(lead, sub, config=cfg)
     condensed = [s for s in out["trajectory"]["steps"] if s["action"] == "condense"]
     assert condensed and condensed[0]["agent"] == "system"
@@ -238,7 +238,7 @@ def test_bad_input_and_settings() -> None:
     with pytest.raises(ValueError, match="max_stack_chars"):
         StackPlannerConfig(max_stack_chars=10)
     with pytest.raises(ValueError, match="max_steps"):
-        StackBudget(max_steps=0)
+        StackBudgetConfig(max_steps=0)
 
 
 def test_schema_and_report_answer() -> None:
@@ -256,7 +256,7 @@ def test_schema_and_report_answer() -> None:
 
 @pytest.mark.slow
 def test_real_default_model_answers_through_the_graph() -> None:
-    cfg = StackPlannerConfig(budget=StackBudget(max_steps=2))
+    cfg = StackPlannerConfig(budget=StackBudgetConfig(max_steps=2))
     app = build_stackplanner_graph("local", config=cfg).compile()
     out = app.invoke(
         {

@@ -84,3 +84,63 @@ def test_subagent_role_prompts() -> None:
     assert "tools you have" not in subagent_role_prompt("solver", "", tools=False)
     generic = subagent_role_prompt("critic", "checks the answer", tools=False)
     assert generic.startswith("You are the critic of a small team: checks the answer.")
+
+
+def test_the_user_turns_moved_from_the_graph_and_experiments_keep_their_wording() -> None:
+    """The texts as the graph and the experiments wrote them before they moved here, byte for
+    byte (a trained policy and recorded runs depend on them)."""
+    from genmem.policies.prompts import (
+        assess_user_message,
+        coordinator_user_message,
+        evolver_decision_request,
+        evolver_rejection_message,
+        extract_user_message,
+        seed_lesson_user_message,
+        subagent_task_message,
+        synthesis_user_message,
+    )
+
+    keys = '"analysis", "op", "sid" and "payload"'
+    assert evolver_decision_request(SID, version=4) == (
+        f'Slot {SID} holds an entry (version 4, shown above), so the op is "revise": new text '
+        "replaces it, the same text keeps it, an empty payload deletes it.\nNow give your "
+        f"decision as one JSON object with the keys {keys}, and nothing else. Write to the slot "
+        f'you read: "sid" is {SID}.'
+    )
+    assert evolver_decision_request(SID, version=None).startswith(
+        f"Slot {SID} is empty (anything shown above lives at neighbouring SIDs), so the op is "
+        '"insert" with a non-empty payload.\nNow give'
+    )
+    assert evolver_rejection_message("bad op", SID) == (
+        "That decision was rejected and nothing was written: bad op\nAnswer again with one JSON "
+        f"object with the keys {keys}, for sid {SID}."
+    )
+    assert coordinator_user_message(
+        " q ", "(the stack is empty)", support="tip", observation="seen", step=3, max_steps=3
+    ) == (
+        "Task:\nq\n\n<retrieved_experience>\ntip\n</retrieved_experience>\n\nTask stack:\n"
+        "<task_stack>\n(the stack is empty)\n</task_stack>\n\nLast observation:\n<observation>\n"
+        "seen\n</observation>\n\nStep 3 of at most 3. Reply with one JSON object."
+    )
+    assert coordinator_user_message("q", "s", support=NO_MEMORY_ANSWER, step=1, max_steps=2) == (
+        "Task:\nq\n\nTask stack:\n<task_stack>\ns\n</task_stack>\n\n"
+        "Step 1 of at most 2. Reply with one JSON object."
+    )
+    assert subagent_task_message("do x", " whole ") == (
+        "The overall task, for context:\nwhole\n\nYour sub-task:\ndo x"
+    )
+    assert subagent_task_message("do the whole", "whole") == "do the whole"
+    assert assess_user_message(
+        "Q", "none", verdict="solved", answer=None, error="boom", run="step"
+    ) == (
+        "Task:\nQ\n\nReference answer: none\nVerdict from the evidence: solved\nFinal answer of "
+        "the run: (none)\nRun error: boom\n\nThe run:\n<run>\nstep\n</run>"
+    )
+    assert extract_user_message("Q", '"4"', ["<a>\nx\n</a>"], max_records=3) == (
+        'Task:\nQ\n\nReference answer: "4"\n\n<a>\nx\n</a>\n\nWrite between 1 and 3 experiences.'
+    )
+    assert synthesis_user_message("<SID_L1_2>", ["a", "a"], ["rate", ""]) == (
+        "Cluster <SID_L1_2>: 2 records, 1 distinct; most common problem types: rate\n\n"
+        '<record number="1">\na\n</record>\n\n<record number="2">\na\n</record>'
+    )
+    assert seed_lesson_user_message(" 2+2? ", " 4 ") == "Problem:\n2+2?\n\nWorked solution:\n4"

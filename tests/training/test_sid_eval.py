@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from genmem.envs.stats import IntervalSettings
+from genmem.envs.stats import IntervalConfig
 from genmem.training.sid_eval import score_beams
 
 REFERENCES = [(0, 1, 2, 3), (1, 1, 1, 1), (2, 0, 0, 0)]
@@ -26,7 +26,7 @@ def test_rates_and_depths_per_cut_off() -> None:
 
 
 def test_each_prefix_rate_has_a_seeded_bootstrap_interval() -> None:
-    settings = IntervalSettings(resamples=2000, seed=7)
+    settings = IntervalConfig(resamples=2000, seed=7)
     acc = score_beams(BEAMS * 10, REFERENCES * 10, [1, 2], settings)
     for k in (1, 2):
         assert len(acc.prefix_ci[k]) == 4

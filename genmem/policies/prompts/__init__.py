@@ -40,6 +40,10 @@ from genmem.policies.prompts.coldstart import (
     RETRY_PROMPT,
     SEED_LESSON_PROMPT,
     SYNTHESIS_PROMPT,
+    assess_user_message,
+    extract_user_message,
+    seed_lesson_user_message,
+    synthesis_user_message,
 )
 from genmem.policies.prompts.compose import (
     decompose_prompt,
@@ -55,12 +59,15 @@ from genmem.policies.prompts.coordinator import (
     COORDINATOR_STAGED_PROMPT,
     FIELD_PROMPTS,
     choice_prompt,
+    coordinator_user_message,
 )
 from genmem.policies.prompts.judge import FAITHFUL_RUBRIC, JUDGE_RUBRIC
 from genmem.policies.prompts.memory_agents import (
     NO_MEMORY_ANSWER,
     EvolverDecision,
+    evolver_decision_request,
     evolver_prompt,
+    evolver_rejection_message,
     evolver_user_message,
     retriever_prompt,
     retriever_user_message,
@@ -70,6 +77,7 @@ from genmem.policies.prompts.subagents import (
     GENERIC_SUBAGENT_PROMPT,
     SUBAGENT_PROMPTS,
     subagent_role_prompt,
+    subagent_task_message,
 )
 
 __all__ = [
@@ -96,12 +104,17 @@ __all__ = [
     "SUBAGENT_PROMPTS",
     "SYNTHESIS_PROMPT",
     "EvolverDecision",
+    "assess_user_message",
     "choice_prompt",
+    "coordinator_user_message",
     "decompose_prompt",
     "decompose_user_message",
+    "evolver_decision_request",
     "evolver_prompt",
+    "evolver_rejection_message",
     "evolver_user_message",
     "experience_user_message",
+    "extract_user_message",
     "fuse_prompt",
     "fuse_user_message",
     "pair_judge_prompt",
@@ -110,6 +123,9 @@ __all__ = [
     "ranking_user_message",
     "retriever_prompt",
     "retriever_user_message",
+    "seed_lesson_user_message",
     "subagent_role_prompt",
+    "subagent_task_message",
     "support_user_message",
+    "synthesis_user_message",
 ]

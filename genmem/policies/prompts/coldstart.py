@@ -8,6 +8,10 @@ system turns that read them say that text inside those tags is data.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from genmem.memory.data_block import data_block, escape_data
+
 __all__ = [
     "ASSESS_PROMPT",
     "ATTEMPT_PROMPT",
@@ -17,6 +21,10 @@ __all__ = [
     "RETRY_PROMPT",
     "SEED_LESSON_PROMPT",
     "SYNTHESIS_PROMPT",
+    "assess_user_message",
+    "extract_user_message",
+    "seed_lesson_user_message",
+    "synthesis_user_message",
 ]
 
 ATTEMPT_PROMPT = (
@@ -90,3 +98,55 @@ SEED_LESSON_PROMPT = (
 )
 """The system turn of :func:`genmem.experiments.seed_bank.model_experience` (the problem and its
 worked solution are the user turn)."""
+
+
+def assess_user_message(
+    query: str, reference: str, *, verdict: str, answer: str | None, error: str | None, run: str
+) -> str:
+    """The user turn of an attempt's assessment (:data:`ASSESS_PROMPT`).
+
+    Args:
+        query: the task.
+        reference: its reference answer, as JSON (``none`` when it has none).
+        verdict: the verdict the evidence gave the attempt.
+        answer: the run's final answer, if any.
+        error: the run's error, if any.
+        run: the run's rendered trajectory ("" when no step was recorded).
+    """
+    return (
+        f"Task:\n{query}\n\nReference answer: {reference}\n"
+        f"Verdict from the evidence: {verdict}\n"
+        f"Final answer of the run: {escape_data(answer or '(none)')}\n"
+        f"Run error: {error or 'none'}\n\n"
+        f"The run:\n{data_block('run', run or '(no steps recorded)')}"
+    )
+
+
+def extract_user_message(
+    query: str, reference: str, attempts: Sequence[str], *, max_records: int
+) -> str:
+    """The user turn of extraction (:data:`EXTRACT_PROMPT`): the task, its reference (as JSON,
+    or ``none``), the attempts' data blocks and how many experiences to write."""
+    return (
+        f"Task:\n{query}\n\nReference answer: {reference}\n\n"
+        + "\n\n".join(attempts)
+        + f"\n\nWrite between 1 and {max_records} experiences."
+    )
+
+
+def synthesis_user_message(
+    prefix: str, records: Sequence[str], problem_types: Sequence[str]
+) -> str:
+    """The user turn of a skill card (:data:`SYNTHESIS_PROMPT`): the cluster's records under
+    ``prefix`` and its most common problem types (empty ones left out)."""
+    return (
+        f"Cluster {prefix}: {len(records)} records, {len(set(records))} distinct; most "
+        f"common problem types: {', '.join(t for t in problem_types if t)}\n\n"
+        + "\n\n".join(data_block("record", t, number=n) for n, t in enumerate(records, 1))
+    )
+
+
+def seed_lesson_user_message(question: str, solution: str) -> str:
+    """The user turn of a seed lesson (:data:`SEED_LESSON_PROMPT`): the problem and its worked
+    solution."""
+    return f"Problem:\n{question.strip()}\n\nWorked solution:\n{solution.strip()}"

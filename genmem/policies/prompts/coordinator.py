@@ -13,12 +13,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from genmem.memory.data_block import data_block
+from genmem.policies.prompts.memory_agents import NO_MEMORY_ANSWER
+
 __all__ = [
     "ACTIONS_PROMPT",
     "COORDINATOR_PROMPT",
     "COORDINATOR_STAGED_PROMPT",
     "FIELD_PROMPTS",
     "choice_prompt",
+    "coordinator_user_message",
 ]
 
 COORDINATOR_PROMPT = """\
@@ -110,3 +114,34 @@ FIELD_PROMPTS: Mapping[str, str] = MappingProxyType(
 def choice_prompt(choice: str) -> str:
     """The instruction that asks for the fields of ``choice`` in stage two."""
     return FIELD_PROMPTS[choice]
+
+
+def coordinator_user_message(
+    query: str,
+    stack: str,
+    *,
+    support: str | None = None,
+    observation: str | None = None,
+    step: int,
+    max_steps: int,
+) -> str:
+    """The coordinator's user turn at one step: the task, its support, the stack, what the last
+    action returned and how many steps are left.
+
+    Args:
+        query: the task.
+        stack: the task stack, rendered (:meth:`genmem.graph.stack.TaskStack.render`).
+        support: MemRetriever's support (left out when empty or the no-memory answer).
+        observation: what the last action returned, if anything.
+        step: this step's number, from 1.
+        max_steps: the run's step budget.
+    """
+    parts = [f"Task:\n{query.strip()}"]
+    support = (support or "").strip()
+    if support and support != NO_MEMORY_ANSWER:
+        parts.append(data_block("retrieved_experience", support))
+    parts.append(f"Task stack:\n{data_block('task_stack', stack)}")
+    if observation:
+        parts.append(f"Last observation:\n{data_block('observation', observation)}")
+    parts.append(f"Step {step} of at most {max_steps}. Reply with one JSON object.")
+    return "\n\n".join(parts)

@@ -18,7 +18,9 @@ from genmem.memory.sid import DEFAULT_SPEC, SIDSpec
 __all__ = [
     "NO_MEMORY_ANSWER",
     "EvolverDecision",
+    "evolver_decision_request",
     "evolver_prompt",
+    "evolver_rejection_message",
     "evolver_user_message",
     "retriever_prompt",
     "retriever_user_message",
@@ -91,6 +93,39 @@ def evolver_user_message(query: str, trajectory: str, outcome: str | None = None
     if outcome:  # the environment's words can hold markup too
         parts.append(f"Outcome:\n{escape_data(outcome.strip())}")
     return "\n\n".join(parts)
+
+
+def evolver_decision_request(sid: str, *, version: int | None) -> str:
+    """The user turn that asks MemEvolver for its decision, stating what slot ``sid`` holds.
+
+    Args:
+        sid: the slot the lookup read, where the decision must write.
+        version: the version of the entry stored there, or None for an empty slot.
+    """
+    if version is not None:
+        state = (
+            f"Slot {sid} holds an entry (version {version}, shown above), so the op is "
+            '"revise": new text replaces it, the same text keeps it, an empty payload deletes it.'
+        )
+    else:
+        state = (
+            f"Slot {sid} is empty (anything shown above lives at neighbouring SIDs), so the op "
+            'is "insert" with a non-empty payload.'
+        )
+    return (
+        f"{state}\nNow give your decision as one JSON object with the keys "
+        '"analysis", "op", "sid" and "payload", and nothing else. Write to the slot you read: '
+        f'"sid" is {sid}.'
+    )
+
+
+def evolver_rejection_message(reason: str, sid: str) -> str:
+    """The user turn that returns a rejected decision to MemEvolver, saying why (``reason``)."""
+    return (
+        f"That decision was rejected and nothing was written: {reason}\n"
+        'Answer again with one JSON object with the keys "analysis", "op", "sid" and '
+        f'"payload", for sid {sid}.'
+    )
 
 
 def support_user_message(support: str, sid: str | None = None) -> str:

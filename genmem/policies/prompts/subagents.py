@@ -10,7 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-__all__ = ["GENERIC_SUBAGENT_PROMPT", "SUBAGENT_PROMPTS", "subagent_role_prompt"]
+__all__ = [
+    "GENERIC_SUBAGENT_PROMPT",
+    "SUBAGENT_PROMPTS",
+    "subagent_role_prompt",
+    "subagent_task_message",
+]
 
 SUBAGENT_PROMPTS: Mapping[str, str] = MappingProxyType(
     {
@@ -59,3 +64,12 @@ def subagent_role_prompt(name: str, description: str, *, tools: bool) -> str:
     if name in SUBAGENT_PROMPTS:
         return SUBAGENT_PROMPTS[name].format(tools=_TOOLS_HINT if tools else "")
     return GENERIC_SUBAGENT_PROMPT.format(name=name, description=description)
+
+
+def subagent_task_message(task: str, overall: str | None = None) -> str:
+    """The user turn of a delegation: the sub-task, after the whole task (``overall``) unless the
+    sub-task already quotes it, so that a terse delegation still reaches an agent that can see
+    the problem."""
+    if overall and overall.strip() and overall.strip() not in task:
+        return f"The overall task, for context:\n{overall.strip()}\n\nYour sub-task:\n{task}"
+    return task

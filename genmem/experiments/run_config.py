@@ -1,7 +1,7 @@
 """The model, addressing and budgets of a graph run, shared by evaluation and evolution.
 
-:class:`GraphRunSettings` owns each of these values once: :class:`~genmem.experiments.evaluate.
-EvalSettings` and :class:`~genmem.experiments.evolution_config.EvolveConfig` extend it, and the
+:class:`GraphRunConfig` owns each of these values once: :class:`~genmem.experiments.evaluate.
+EvalConfig` and :class:`~genmem.experiments.evolution_config.EvolveConfig` extend it, and the
 ``genmem`` commands generate their ``--model``, ``--candidates``, ``--no-rerank``, ``--allowed``,
 ``--addresser``, ``--memory-k``, ``--max-steps``, ``--max-new-tokens`` and ``--interactor`` flags
 from its fields (:mod:`genmem.cli.fields`), so a default is written here and nowhere else.
@@ -19,13 +19,13 @@ from genmem.policies.chat_local import DEFAULT_MAX_NEW_TOKENS
 from genmem.policies.types import RETRIEVER_ALLOWED, AllowedMode
 from genmem.tools.lookup import DEFAULT_LOOKUP_K
 
-__all__ = ["DEFAULT_CANDIDATES", "GraphRunSettings"]
+__all__ = ["DEFAULT_CANDIDATES", "GraphRunConfig"]
 
 DEFAULT_CANDIDATES = 8
 """SID candidates decoded per lookup in a graph run, reranked against the task."""
 
 
-class GraphRunSettings(BaseModel):
+class GraphRunConfig(BaseModel):
     """How every graph run of an experiment addresses, reads memory and spends its budget."""
 
     model_config = ConfigDict(extra="forbid")
