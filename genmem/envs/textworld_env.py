@@ -20,6 +20,7 @@ import json
 import re
 import shutil
 import tempfile
+import uuid
 import warnings
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
@@ -149,6 +150,8 @@ class GameEpisode:
         """Picks, from an observation, the text worth keeping in view (None: nothing)."""
         self.notes: list[str] = []
         """What :attr:`keep` picked so far, oldest first, without repeats; kept across resets."""
+        self.id = uuid.uuid4().hex
+        """Names this episode (an agent that takes over an episode in progress knows it by it)."""
         self._state: GameState | None = None
         self._fresh = False  # no step since the last reset: a reset need not restart
 
@@ -232,6 +235,7 @@ class GameEpisode:
             "won": self.won,
             "notes": list(self.notes),
             "history": list(self.history),
+            "episode": self.id,
         }
 
     def _note(self, observation: str) -> None:

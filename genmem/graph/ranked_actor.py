@@ -118,6 +118,9 @@ class RankedActor:
         self.model = model
         self.score = score
         self._stateless: dict[str, ChoiceLogProb] = {}  # command -> its score with no state
+        self._episode: str | None = None
+        self._tried: dict[str, set[str]] = {}
+        self._result: dict[str, str] = {}
         self.reset = _tool(agent.tools, "_reset", agent.name)
         self.step = _tool(agent.tools, "_step", agent.name)
 
@@ -130,6 +133,13 @@ class RankedActor:
                 "(response_format='content_and_artifact') for a ranking sub-agent"
             )
         return message
+
+    def _seen(self, episode: str | None) -> tuple[dict[str, set[str]], dict[str, str]]:
+        """What this episode has tried from each observation, and each command's last result
+        (fresh for a new episode; a game without episode ids gets fresh ones each delegation)."""
+        if episode is None or episode != self._episode:
+            self._episode, self._tried, self._result = episode, {}, {}
+        return self._tried, self._result
 
     def scores(self, prompt: list[Any], options: Sequence[str]) -> list[float]:
         """Each option's score under this actor's rule (higher plays first)."""
@@ -161,8 +171,9 @@ class RankedActor:
             text, view = content_text(message.content), message.artifact
             calls = [{"name": self.reset.name, "args": {}, "observation": text}]
         played: list[str] = []
-        tried: dict[str, set[str]] = {}  # observation -> commands played from it
-        result: dict[str, str] = {}  # command -> the observation it last gave
+        # observation -> commands played from it; command -> the observation it last gave.
+        # Kept for the episode, so where one delegation ends does not change what is offered.
+        tried, result = self._seen(view.get("episode"))
         while view["commands"] and len(played) < self.agent.max_tool_calls:
             state = view["observation"]
             options = offered_commands(view["commands"], state, tried, result)

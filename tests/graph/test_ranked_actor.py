@@ -82,6 +82,7 @@ def test_a_later_delegation_goes_on_where_the_game_stands(env: TextWorldEnvironm
     assert env.score(task, None).success  # no delegation restarted the game
     assert [c["name"] for c in (runs[0][0], runs[1][0])] == ["textworld_reset", "textworld_resume"]
     assert [c["args"]["command"] for r in runs for c in r[1:]] == walk
+    assert actor._tried  # one episode's: the delegations shared it
     later = model.scored[1][1].content  # the second delegation's prompt
     assert f"Commands played so far: {walk[0]}\n" in later
 
