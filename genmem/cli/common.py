@@ -82,8 +82,9 @@ def add_budget_arguments(p: argparse.ArgumentParser, *, max_steps: int = DEFAULT
 
 
 def add_interactor_argument(p: argparse.ArgumentParser) -> None:
-    """``--interactor``: how the game-playing sub-agent acts (the same in every command)."""
-    add_field_flags(p, GraphRunConfig, ["interactor"])
+    """``--interactor``, ``--rank-score`` and ``--prior-weight``: how the game-playing
+    sub-agent acts (the same in every command)."""
+    add_field_flags(p, GraphRunConfig, ["interactor", "rank_score", "prior_weight"])
 
 
 def check_interactor(args: argparse.Namespace) -> None:

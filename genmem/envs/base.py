@@ -13,7 +13,7 @@ one task at a time. The others may run several tasks at once (``--concurrency``)
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,6 +85,14 @@ class Environment(ABC):
     @abstractmethod
     def score(self, task: Task, answer: str | None) -> Outcome:
         """Score the final ``answer`` (interactive environments read their episode instead)."""
+
+    def action_prior(
+        self,
+    ) -> Callable[[str, Sequence[str], Mapping[str, Any]], list[float] | None] | None:
+        """What a retrieved experience says of each valid command, for a ranking interactor:
+        ``(experience, commands, view) -> bonus per command`` (None where the experience is not
+        one it reads), or None when this environment has no such reading (this base)."""
+        return None
 
     def signal(self, outcome: Outcome) -> str | None:
         """What an agent may be told of a run's ``outcome``: the environment's own verdict.

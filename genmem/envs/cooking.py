@@ -16,12 +16,14 @@ leaves the observation on the next step.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from genmem.envs.base import Outcome, Task
+from genmem.envs.cooking_experience import experience_prior
 from genmem.envs.textworld_env import (
     GameGenerationError,
     GameRecord,
@@ -191,6 +193,13 @@ class CookingEnvironment(GameSetEnvironment):
         if _RECIPE_HEAD not in observation:
             return None
         return observation[observation.index(_RECIPE_HEAD) :].strip()
+
+    def action_prior(
+        self,
+    ) -> Callable[[str, Sequence[str], Mapping[str, Any]], list[float] | None] | None:
+        """A cooking procedure's templates and rules, read from the retrieved experience, as a
+        bonus per valid command (:func:`~genmem.envs.cooking_experience.procedure_prior`)."""
+        return experience_prior
 
     def score(self, task: Task, answer: str | None) -> Outcome:
         """Success as for every game, plus ``lost``: whether the game ended in a loss."""

@@ -23,7 +23,7 @@ rest. Walkthroughs are played for a bank only from ``train`` games (:func:`cooki
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -52,6 +52,7 @@ __all__ = [
     "cooking_seed_row",
     "cooking_seed_rows",
     "distill_procedure",
+    "experience_prior",
     "losing_variants",
     "merge_procedures",
     "parse_procedure",
@@ -925,3 +926,26 @@ def cooking_experience(question: str, answer: Any) -> str:
         for t in answer.get("lost", [])
     ]
     return merge_procedures([*won, *lost]).render()
+
+
+def experience_prior(
+    experience: str, commands: Sequence[str], view: Mapping[str, Any]
+) -> list[float] | None:
+    """:func:`procedure_prior` for a ranking interactor: the procedure read from a retrieved
+    experience's text, the game read from the episode's view (``history``, ``notes``).
+
+    Args:
+        experience: the retrieved text (one or more rendered procedures).
+        commands: the valid commands offered now.
+        view: the episode's view (:meth:`~genmem.envs.textworld_env.GameEpisode.view`).
+
+    Returns:
+        The bonus per command, or None when the text holds no rendered procedure (a
+        model-written entry, another family's experience): such text acts only as text.
+    """
+    try:
+        procedure = parse_procedure(experience)
+    except CookingExperienceError:
+        return None
+    state = GameView(played=tuple(view.get("history", ())), notes=tuple(view.get("notes", ())))
+    return procedure_prior(procedure, commands, state)

@@ -252,10 +252,13 @@ def evaluate(
                     planner_config=StackPlannerConfig(
                         budget=StackBudgetConfig(max_steps=settings.max_steps),
                         interactor=settings.interactor,
+                        rank_score=settings.rank_score,
+                        prior_weight=settings.prior_weight,
                     ),
                     solver_tools=tools.solver,
                     research_tools=tools.research,
                     interactor_tools=tools.interactor,
+                    interactor_prior=env.action_prior(),
                     scorer=scorer,
                     # Only an environment's own verdict may reach MemEvolver, never the score.
                     observer=observer if env.outcome_observable else None,

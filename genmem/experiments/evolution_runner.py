@@ -63,11 +63,15 @@ class EvolveRunner:
             ),
             evolver_config=EvolverConfig(addresser=cfg.addresser),
             planner_config=StackPlannerConfig(
-                budget=StackBudgetConfig(max_steps=cfg.max_steps), interactor=cfg.interactor
+                budget=StackBudgetConfig(max_steps=cfg.max_steps),
+                interactor=cfg.interactor,
+                rank_score=cfg.rank_score,
+                prior_weight=cfg.prior_weight,
             ),
             solver_tools=self.tools.solver,
             research_tools=self.tools.research,
             interactor_tools=self.tools.interactor,
+            interactor_prior=self.env.action_prior(),
             scorer=lambda answer, reference: self.env.score(_TASK.get(), answer).score,
             # Only an environment's own verdict may reach MemEvolver, never the score.
             observer=self._observe if self.env.outcome_observable else None,

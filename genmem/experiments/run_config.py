@@ -68,3 +68,14 @@ class GraphRunConfig(BaseModel):
         "tool calls; rank scores every valid command by the model's likelihood and "
         "plays the best, which a small local model can do (local models only).",
     )
+    rank_score: Literal["mean", "sum", "calibrated"] = Field(
+        default="mean",
+        description="How --interactor rank scores a command: mean log-probability per token, "
+        "the sum, or calibrated (the sum minus the command's sum with no game state).",
+    )
+    prior_weight: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="Weight of the environment's action prior (a retrieved cooking procedure's "
+        "templates and rules) added to --interactor rank's scores; 0 turns it off.",
+    )

@@ -41,7 +41,7 @@ from genmem.graph.stackplanner import (
     StackPlannerConfig,
     build_stackplanner_graph,
 )
-from genmem.graph.subagents import SubAgent
+from genmem.graph.subagents import ActionPrior, SubAgent
 from genmem.graph.trajectory import extend_or_reset
 from genmem.policies.backends import RoleModels
 from genmem.policies.types import SIDGenerator
@@ -137,6 +137,7 @@ def build_genmem_graph(
     solver_tools: Sequence[BaseTool] = (),
     research_tools: Sequence[BaseTool] = (),
     interactor_tools: Sequence[BaseTool] = (),
+    interactor_prior: ActionPrior | None = None,
     scorer: Scorer | None = None,
     observer: Observer | None = None,
     evolve: EvolveMode = "inline",
@@ -160,6 +161,9 @@ def build_genmem_graph(
         solver_tools: Tools of the solver sub-agent.
         research_tools: Tools of the researcher sub-agent.
         interactor_tools: Tools of the interactor sub-agent (an environment's actions).
+        interactor_prior: What a retrieved experience adds to a ranking interactor's scores
+            (an environment's :meth:`~genmem.envs.base.Environment.action_prior`; used when
+            ``planner_config.prior_weight`` is above 0).
         scorer: Scores answers against the input's ``reference`` (the ``score`` output, for
             evaluation only; never shown to an agent).
         observer: The environment's own verdict on an answer, the only outcome MemEvolver may
@@ -193,6 +197,7 @@ def build_genmem_graph(
         solver_tools=solver_tools,
         research_tools=research_tools,
         interactor_tools=interactor_tools,
+        interactor_prior=interactor_prior,
         config=planner_config,
     ).compile(name="stackplanner")
 

@@ -107,7 +107,7 @@ def _tool(tools: Sequence[BaseTool], suffix: str, agent: str) -> BaseTool:
 class RankedActor:
     """Plays one delegation by ranking valid commands with the model's likelihood."""
 
-    def __init__(self, agent: SubAgent, model: BaseChatModel, score: ScoreRule = "mean") -> None:
+    def __init__(self, agent: SubAgent, model: BaseChatModel) -> None:
         if not isinstance(model, ChoiceScorer):
             raise ChoiceScoringUnavailable(
                 f"sub-agent {agent.name!r} ranks commands, which needs a chat model that scores "
@@ -116,7 +116,7 @@ class RankedActor:
             )
         self.agent = agent
         self.model = model
-        self.score = score
+        self.score: ScoreRule = agent.score
         self._stateless: dict[str, ChoiceLogProb] = {}  # command -> its score with no state
         self._episode: str | None = None
         self._tried: dict[str, set[str]] = {}
@@ -140,6 +140,20 @@ class RankedActor:
         if episode is None or episode != self._episode:
             self._episode, self._tried, self._result = episode, {}, {}
         return self._tried, self._result
+
+    def _prior(
+        self, support: str, options: Sequence[str], view: dict[str, Any]
+    ) -> list[float] | None:
+        """The experience's bonus per option, or None (no prior, no weight, nothing it reads)."""
+        prior, weight = self.agent.prior, self.agent.prior_weight
+        if prior is None or weight == 0 or not support.strip():
+            return None
+        bonus = prior(support, options, view)
+        if bonus is not None and len(bonus) != len(options):
+            raise ValueError(
+                f"the action prior gave {len(bonus)} values for {len(options)} commands"
+            )
+        return bonus
 
     def scores(self, prompt: list[Any], options: Sequence[str]) -> list[float]:
         """Each option's score under this actor's rule (higher plays first)."""
@@ -182,6 +196,11 @@ class RankedActor:
                 goal, state, view["commands"], history, support or "", view.get("notes", ())
             )
             scores = self.scores(prompt, options)
+            if agent_prior := self._prior(support or "", options, view):
+                scores = [
+                    s + self.agent.prior_weight * p
+                    for s, p in zip(scores, agent_prior, strict=True)
+                ]
             command = options[max(range(len(options)), key=scores.__getitem__)]
             tried.setdefault(state, set()).add(command)
             played.append(command)

@@ -58,10 +58,11 @@ from genmem.graph.planner_actions import (
 )
 from genmem.graph.ranked_actor import RankedActor
 from genmem.graph.stack import InvalidStackEdit, StackBudgetConfig, TaskStack, approx_tokens
-from genmem.graph.subagents import SubAgent, default_subagents, subagent_prompt
+from genmem.graph.subagents import ActionPrior, SubAgent, default_subagents, subagent_prompt
 from genmem.graph.trajectory import StepRecord, Trajectory, extend_or_reset
 from genmem.policies.backends import load_chat_model
 from genmem.policies.chat_local import content_text
+from genmem.policies.choice_scoring import SCORE_RULES, ScoreRule
 from genmem.policies.json_reply import accepts_json_schema, ask_json, json_schema_runnable
 from genmem.policies.prompts import (
     COORDINATOR_PROMPT,
@@ -161,6 +162,11 @@ class StackPlannerConfig:
     interactor: Literal["tools", "rank"] = "tools"
     """How the shipped interactor acts in a game: by writing tool calls, or (``rank``, local
     models only) by ranking the valid commands by likelihood and playing the best."""
+    rank_score: ScoreRule = "mean"
+    """How the ranking interactor turns a command's log-probability into its rank
+    (:func:`~genmem.policies.choice_scoring.rank_scores`)."""
+    prior_weight: float = 0.0
+    """Weight of the environment's action prior in the ranking interactor's scores (0: off)."""
 
     def __post_init__(self) -> None:
         if self.max_stack_chars < 200:
@@ -171,6 +177,10 @@ class StackPlannerConfig:
             raise ValueError(f"structured={self.structured!r}: use 'auto', 'on' or 'off'")
         if self.interactor not in ("tools", "rank"):
             raise ValueError(f"interactor={self.interactor!r}: use 'tools' or 'rank'")
+        if self.rank_score not in SCORE_RULES:
+            raise ValueError(f"rank_score={self.rank_score!r}: use one of {SCORE_RULES}")
+        if self.prior_weight < 0:
+            raise ValueError(f"prior_weight={self.prior_weight}: use 0 or more")
 
 
 def coordinator_prompt(agents: Sequence[SubAgent], *, staged: bool = False) -> str:
@@ -562,6 +572,7 @@ def build_stackplanner_graph(
     solver_tools: Sequence[BaseTool] = (),
     research_tools: Sequence[BaseTool] = (),
     interactor_tools: Sequence[BaseTool] = (),
+    interactor_prior: ActionPrior | None = None,
     config: StackPlannerConfig | None = None,
 ) -> StateGraph:
     """The uncompiled StackPlanner graph (input: query, support; output: answer, trajectory)."""
@@ -574,6 +585,9 @@ def build_stackplanner_graph(
             research_tools=research_tools,
             interactor_tools=interactor_tools,
             interactor=cfg.interactor,
+            rank_score=cfg.rank_score,
+            interactor_prior=interactor_prior,
+            prior_weight=cfg.prior_weight,
         )
     node = Coordinator(lead, list(agents), worker=worker, config=cfg)
     g = StateGraph(

@@ -9,16 +9,23 @@ prompts' text lives in :mod:`genmem.policies.prompts.subagents`.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from langchain_core.tools import BaseTool
 
 from genmem.graph.planner_actions import DEFAULT_AGENTS
+from genmem.policies.choice_scoring import SCORE_RULES, ScoreRule
 from genmem.policies.prompts import subagent_role_prompt
 
-__all__ = ["SubAgent", "default_subagents", "subagent_prompt"]
+__all__ = ["ActionPrior", "SubAgent", "default_subagents", "subagent_prompt"]
+
+ActionPrior = Callable[[str, Sequence[str], Mapping[str, Any]], "list[float] | None"]
+"""``(experience, commands, view) -> bonus per command``: what a retrieved experience says of
+each valid command now (``view``: the game's artifact: observation, notes, history), or None
+when the experience is not one it reads. An environment gives it (a cooking procedure's
+templates); the ranked actor adds ``prior_weight`` times it to the model's scores."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,13 @@ class SubAgent:
     act: Literal["tools", "rank"] = "tools"
     """``tools``: the model writes tool calls; ``rank``: it ranks a game's valid commands by
     likelihood and plays the best (:mod:`genmem.graph.ranked_actor`; local models only)."""
+    score: ScoreRule = "mean"
+    """How ``rank`` turns a command's log-probability into its rank
+    (:func:`~genmem.policies.choice_scoring.rank_scores`)."""
+    prior: ActionPrior | None = None
+    """What a retrieved experience adds to ``rank``'s scores (None: nothing)."""
+    prior_weight: float = 0.0
+    """The weight of :attr:`prior`'s bonus (0: the prior is not used)."""
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,39}", self.name or ""):
@@ -45,6 +59,10 @@ class SubAgent:
             raise ValueError(f"sub-agent {self.name!r}: max_tool_calls must be >= 1")
         if self.act not in ("tools", "rank"):
             raise ValueError(f"sub-agent {self.name!r}: act={self.act!r}; use 'tools' or 'rank'")
+        if self.score not in SCORE_RULES:
+            raise ValueError(f"sub-agent {self.name!r}: score={self.score!r}; use {SCORE_RULES}")
+        if self.prior_weight < 0:
+            raise ValueError(f"sub-agent {self.name!r}: prior_weight must be >= 0")
         if self.act == "rank" and not self.tools:
             raise ValueError(f"sub-agent {self.name!r}: act='rank' needs a game's tools")
         object.__setattr__(self, "tools", tuple(self.tools))
@@ -63,6 +81,9 @@ def default_subagents(
     research_tools: Sequence[BaseTool] = (),
     interactor_tools: Sequence[BaseTool] = (),
     interactor: Literal["tools", "rank"] = "tools",
+    rank_score: ScoreRule = "mean",
+    interactor_prior: ActionPrior | None = None,
+    prior_weight: float = 0.0,
 ) -> list[SubAgent]:
     """The shipped sub-agents: research and interactor when given tools; the solver unless the
     task is a game (interactor tools given).
@@ -87,6 +108,9 @@ def default_subagents(
                 "",
                 30,
                 act=interactor,
+                score=rank_score,
+                prior=interactor_prior,
+                prior_weight=prior_weight,
             )
         )
     return agents

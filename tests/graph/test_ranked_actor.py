@@ -187,3 +187,31 @@ def test_the_recipe_stays_in_the_prompt_once_the_cookbook_is_read(cooking_config
         notes = prompt[prompt.index("<notes>") : prompt.index("</notes>")]
         assert "Recipe #1" in notes and "Directions:" in notes
     assert "Recipe #1" not in prompts[-1].split("Now:")[1]  # only the notes still show it
+
+
+def test_an_action_prior_moves_the_ranking_only_with_its_weight(env: TextWorldEnvironment) -> None:
+    task = env.tasks()[0]
+    walk = env.walkthrough(task)
+    seen: list[tuple[str, tuple[str, ...]]] = []
+
+    def prior(experience: str, commands: Any, view: Any) -> list[float]:
+        seen.append((experience, tuple(view["history"])))
+        return [100.0 if c == walk[len(view["history"])] else 0.0 for c in commands]
+
+    def play(weight: float, support: str) -> list[str]:
+        env.start(task)
+        model = ScoringChat(responses=["x"], prefer=["inventory", "look"])
+        agent = SubAgent(
+            "interactor", "acts", env.tools().interactor, max_tool_calls=len(walk), act="rank",
+            prior=prior, prior_weight=weight,
+        )  # fmt: skip
+        _, calls = RankedActor(agent, model).run("play", task.query, support=support)
+        env.finish(task)
+        return [c["args"]["command"] for c in calls[1:]]
+
+    assert play(0.0, "lesson")[0] == "inventory" and not seen  # weight 0: never asked
+    assert play(1.0, "")[0] == "inventory" and not seen  # no experience: nothing to read
+    assert play(1.0, "lesson") == walk and env.score(task, None).success
+    assert seen[0] == ("lesson", ()) and seen[1] == ("lesson", (walk[0],))
+    with pytest.raises(ValueError, match="prior_weight"):
+        SubAgent("interactor", "acts", env.tools().interactor, act="rank", prior_weight=-1)
