@@ -13,6 +13,11 @@ builds). Each rule ranks from the same numbers:
 - ``calibrated-list``: the same, but the stateless prompt still lists the valid commands (one
   extra pass per turn; measured to see what the list alone explains).
 
+With ``--teachers T`` (cooking benches), each rule is also measured with the action prior of a
+procedure merged from T other training games (the games after the measured ones, never the
+measured game itself) added at each ``--weights`` value
+(:func:`~genmem.envs.cooking_experience.experience_prior`), and the prior alone.
+
 A decision is right when the rule's first command is the walkthrough's next one. Prints each
 rule's top-1 rate with a 95 % bootstrap interval over games (each game's rate is one value) and
 each rule minus ``mean``, paired by game; also how often the right command is one of the
@@ -52,19 +57,57 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bench", default="cooking-train", help="a game bench (default cooking-train)")
     p.add_argument("--games", type=int, default=20, help="games whose walkthroughs are read")
     p.add_argument("--seed", type=int, default=0, help="the game set's seed (default 0)")
+    p.add_argument(
+        "--teachers",
+        type=int,
+        default=5,
+        help="training games whose procedures form "
+        "the prior (cooking; 0: no prior arms; default 5)",
+    )
+    p.add_argument("--weights", default="0.5,1,2,5", help="prior weights (default 0.5,1,2,5)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
+    weights = [float(w) for w in args.weights.split(",") if w.strip()]
     if args.games < 1:
         p.error("--games must be at least 1")
     if args.bench.endswith("-test"):
         p.error("choose scoring on training or validation games, not on test games")
-    env = open_bench(args.bench, BenchOptions(games=args.games, seed=args.seed))
+    cooking = args.bench.startswith("cooking") and args.teachers > 0
+    n_load = args.games + (args.teachers if cooking and args.bench == "cooking-train" else 0)
+    env = open_bench(args.bench, BenchOptions(games=n_load, seed=args.seed))
+    prior_text = ""
+    if cooking:
+        from genmem.envs.cooking import CookingConfig, CookingEnvironment
+        from genmem.envs.cooking_experience import (
+            cooking_experience,
+            cooking_seed_row,
+            merge_procedures,
+            parse_procedure,
+        )
+
+        teach = CookingEnvironment(CookingConfig(split="train", n_games=n_load, seed=args.seed))
+        rows = (
+            teach.games()[-args.teachers :]
+            if args.bench == "cooking-train"
+            else (teach.games()[: args.teachers])
+        )
+        folder = teach.config.games_dir()
+        procs = [
+            parse_procedure(cooking_experience(r["question"], r["answer"]))
+            for r in (cooking_seed_row(g, folder / g.file) for g in rows)
+        ]
+        prior_text = merge_procedures(procs).render()
+        arms = [f"{r}+prior*{w:g}" for r in ("mean", "sum") for w in weights] + ["prior"]
+    else:
+        arms = []
     chat = ChatLocal()
     stateless: dict[str, Any] = {}
-    right: dict[str, dict[str, list[float]]] = {r: defaultdict(list) for r in RULES}
+    right: dict[str, dict[str, list[float]]] = {r: defaultdict(list) for r in (*RULES, *arms)}
     short_right: dict[str, list[float]] = defaultdict(list)
     decisions = short = 0
     started = time.perf_counter()
+    from genmem.envs.cooking_experience import experience_prior
+
     for task in env.tasks(args.games):
         env.start(task)
         episode = env.episode
@@ -91,6 +134,15 @@ def main(argv: list[str] | None = None) -> int:
                     "calibrated": rank_scores("calibrated", given, [stateless[c] for c in options]),
                     "calibrated-list": rank_scores("calibrated", given, listed),
                 }
+                if prior_text:
+                    bonus = experience_prior(prior_text, options, view)
+                    assert bonus is not None
+                    for rule in ("mean", "sum"):
+                        for w in weights:
+                            scores[f"{rule}+prior*{w:g}"] = [
+                                s + w * b for s, b in zip(scores[rule], bonus, strict=True)
+                            ]
+                    scores["prior"] = [b - 1e-6 * i for i, b in enumerate(bonus)]  # ties: first
                 is_short = given[options.index(gold)].tokens <= 4  # 3 tokens + end of turn
                 decisions += 1
                 short += is_short
@@ -109,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.perf_counter() - started
     per_game = {r: {k: sum(v) / len(v) for k, v in right[r].items()} for r in RULES}
     rows = {}
-    for rule in RULES:
+    for rule in (*RULES, *arms):
         est = mean_interval(per_game[rule].values())
         diff = paired_difference(per_game[rule], per_game["mean"]) if rule != "mean" else None
         flat = [h for v in right[rule].values() for h in v]

@@ -271,3 +271,20 @@ def test_a_knife_dropped_twice_is_taken_again_before_the_next_cut(games, procedu
     view = GameView(played=played, notes=(record.recipe,))
     valid = ["take knife", "open fridge", "look"]
     assert procedure_prior(procedures[0], valid, view) == [NEXT_BONUS, 0.0, 0.0]
+
+
+def test_the_ranker_reads_a_retrieved_procedure_and_ignores_other_text(games, procedures) -> None:
+    """experience_prior: a retrieved entry's text (two joined) -> procedure_prior over the
+    episode's view; text without a rendered procedure -> None (it acts as text only)."""
+    from genmem.envs.cooking_experience import experience_prior
+
+    record, game_file = games[1]
+    text = procedures[0].render() + "\n\n" + procedures[0].render()
+    for _command, valid, view in _teacher_forced(record, game_file):
+        episode_view = {"history": list(view.played), "notes": list(view.notes)}
+        got = experience_prior(text, valid, episode_view)
+        assert got == procedure_prior(procedures[0], valid, view)
+        assert (
+            experience_prior("take the apple, then put it on the table", valid, episode_view)
+            is None
+        )
