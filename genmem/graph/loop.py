@@ -208,8 +208,11 @@ def build_genmem_graph(
         return {**fresh_memory_state("answer", "score"), "mode": check_mode(state.get("mode"))}
 
     def planner_input(state: GenMemState) -> dict[str, Any]:
-        support = state.get("support") if state.get("mode") != "no_memory" else None
-        return {"query": state["query"], "support": support}
+        if state.get("mode") == "no_memory":
+            return {"query": state["query"], "support": None, "experience": None}
+        payloads = [str(h.get("payload") or "") for h in state.get("retrieved") or []]
+        stored = "\n\n".join(p for p in payloads if p.strip()) or None
+        return {"query": state["query"], "support": state.get("support"), "experience": stored}
 
     def execute(state: GenMemState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         return executed(planner.invoke(planner_input(state), context=runtime.context))

@@ -168,9 +168,17 @@ class RankedActor:
         return rank_scores(self.score, given, [self._stateless[c] for c in options])
 
     def run(
-        self, task: str, overall: str | None = None, support: str | None = None
+        self,
+        task: str,
+        overall: str | None = None,
+        support: str | None = None,
+        experience: str | None = None,
     ) -> tuple[str, list[dict[str, Any]]]:
-        """The report and the tool calls made, as (name, args, observation) dicts."""
+        """The report and the tool calls made, as (name, args, observation) dicts.
+
+        ``support`` (the retriever's text) is shown to the model; the action prior reads
+        ``experience`` (the retrieved entries as stored) when given, else ``support``.
+        """
         goal = overall.strip() if overall and overall.strip() else task
         resume = (self.reset.metadata or {}).get("resume")
         if callable(resume):  # a later delegation goes on where the game stands
@@ -196,7 +204,7 @@ class RankedActor:
                 goal, state, view["commands"], history, support or "", view.get("notes", ())
             )
             scores = self.scores(prompt, options)
-            if agent_prior := self._prior(support or "", options, view):
+            if agent_prior := self._prior(experience or support or "", options, view):
                 scores = [
                     s + self.agent.prior_weight * p
                     for s, p in zip(scores, agent_prior, strict=True)

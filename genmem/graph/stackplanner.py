@@ -95,6 +95,9 @@ class PlannerInput(TypedDict, total=False):
 
     query: str
     support: str | None
+    experience: str | None
+    """The retrieved entries' payloads as stored, for a sub-agent that reads structured
+    experience (a ranking interactor's action prior); never shown to a model."""
 
 
 class PlannerOutput(TypedDict, total=False):
@@ -110,6 +113,7 @@ class PlannerState(TypedDict, total=False):
 
     query: str
     support: str | None
+    experience: str | None
     stack: dict[str, Any]
     steps: Annotated[list[dict[str, Any]], extend_or_reset]
     messages: list[BaseMessage]
@@ -234,9 +238,14 @@ class _SubAgentRunner:
         self._graph: Any = None
 
     def run(
-        self, task: str, overall: str | None = None, support: str | None = None
+        self,
+        task: str,
+        overall: str | None = None,
+        support: str | None = None,
+        experience: str | None = None,
     ) -> tuple[str, list[dict[str, Any]]]:
-        """The report text and the tool calls made, as (name, args, observation) dicts.
+        """The report text and the tool calls made, as (name, args, observation) dicts
+        (``experience``, the stored payloads, is for ranking actors; this runner ignores it).
 
         ``overall`` (the whole task) is shown as context unless the sub-task already quotes it,
         so a terse delegation still reaches an agent that can see the problem. ``support`` is
@@ -472,7 +481,9 @@ class Coordinator:
     ) -> dict[str, Any]:
         """Run the sub-agent and push its report; ``fields`` describe the delegation's step."""
         runner = self.runners[action.agent]
-        report, calls = runner.run(action.task, state["query"], state.get("support"))
+        report, calls = runner.run(
+            action.task, state["query"], state.get("support"), state.get("experience")
+        )
         answer = report_answer(report)
         content = report[:_REPORT_CHARS] if report else "(empty report)"
         stack = stack.push("result", content, agent=action.agent, task=action.task)
@@ -539,7 +550,9 @@ class Coordinator:
 
     def _fallback(self, state: PlannerState, agent: str) -> tuple[str | None, list[dict[str, Any]]]:
         """The whole task given to ``agent`` once: its answer and the steps it took."""
-        report, calls = self.runners[agent].run(state["query"], None, state.get("support"))
+        report, calls = self.runners[agent].run(
+            state["query"], None, state.get("support"), state.get("experience")
+        )
         answer = report_answer(report) or (report.strip().splitlines() or [None])[-1]
         step = _step(
             state,

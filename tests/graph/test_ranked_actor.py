@@ -6,6 +6,7 @@ control flow; the real default model wins a game on its own in the slow test.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -215,3 +216,33 @@ def test_an_action_prior_moves_the_ranking_only_with_its_weight(env: TextWorldEn
     assert seen[0] == ("lesson", ()) and seen[1] == ("lesson", (walk[0],))
     with pytest.raises(ValueError, match="prior_weight"):
         SubAgent("interactor", "acts", env.tools().interactor, act="rank", prior_weight=-1)
+
+
+def test_the_prior_reads_the_stored_entries_the_planner_was_given(
+    env: TextWorldEnvironment,
+) -> None:
+    """StackPlanner passes ``experience`` (the retrieved payloads) to a ranking interactor's
+    prior; the model is shown ``support`` (the retriever's text) only."""
+    task = env.tasks()[0]
+    env.start(task)
+    read: list[str] = []
+
+    def prior(experience: str, commands: Any, view: Any) -> list[float]:
+        read.append(experience)
+        return [0.0] * len(commands)
+
+    worker = ScoringChat(responses=["x"], prefer=env.walkthrough(task))
+    team = default_subagents(interactor_tools=env.tools().interactor, interactor="rank")
+    team = [dataclasses.replace(a, prior=prior, prior_weight=1.0) for a in team]
+    plan = json.dumps({"action": "plan", "steps": ["look around"]})
+    graph = build_stackplanner_graph(
+        FakeChat(responses=[plan]),
+        subagent_model=worker,
+        agents=team,
+        config=StackPlannerConfig(budget=StackBudgetConfig(max_steps=1), structured="off"),
+    ).compile()
+    graph.invoke({"query": task.query, "support": "rewritten", "experience": "stored entry"})
+    env.finish(task)
+    assert read and set(read) == {"stored entry"}
+    assert "rewritten" in worker.scored[0][1].content
+    assert "stored entry" not in worker.scored[0][1].content
