@@ -49,9 +49,9 @@ _LONGEST = {
     "test_coldstart_stages_run_on_the_server": 77,
     "test_seed_a_textworld_bank_from_training_games": 77,
     "test_demo_closed_loop_on_a_gsm8k_problem": 30,
-    "test_coldstart_killed_while_writing_its_bank_resumes_to_the_same_bank": 64,
+    "test_coldstart_killed_while_writing_its_bank_resumes_to_the_same_bank": 47,
     "test_real_default_model_answers_through_the_graph": 19,
-    "test_align_killed_mid_run_resumes_from_its_last_whole_checkpoint": 60,
+    "test_align_killed_mid_run_resumes_from_its_last_whole_checkpoint": 45,
 }
 
 
