@@ -99,15 +99,9 @@ def test_joint_grpo_trains_whole_turns_through_the_graph(
 ) -> None:
     events_before = [e.model_dump() for e in open_bank(seed_bank_url).events()]
     out = tmp_path / "grpo"
-    # No KL term (beta 0): TRL then skips the reference model's forward pass over these long
-    # whole-turn sequences; the SID-only run below trains with the cpu preset's KL to the
-    # reference built from the started folder.
-    preset = tmp_path / "no-kl.yaml"
-    preset.write_text("base: cpu\nbeta: 0.0\n")
     code = main([
-        "train", "grpo", "--bank", seed_bank_url, "--config", str(preset), "--limit", "1",
-        "--train-steps", "2", "--constrained", "--max-new-tokens", "16", "--out", str(out),
-        "--json",
+        "train", "grpo", "--bank", seed_bank_url, "--limit", "1", "--train-steps", "2",
+        "--constrained", "--max-new-tokens", "16", "--out", str(out), "--json",
     ])  # fmt: skip
     assert code == 0
     report = json.loads(capsys.readouterr().out)
