@@ -32,28 +32,29 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))
 
 
-# The longest tests of a fresh-clone CI run (seconds on 2 workers, 2026-11-26): started first,
-# longest first, so no worker is left with a long test at the end while the other idles.
+# The longest tests of a fresh-clone CI run (seconds on 2 workers, 2026-11-26; those cut down on
+# 2026-11-27 scaled by the CPU time they lost): started first, longest first, so no worker is
+# left with a long test at the end while the other idles.
 _LONGEST = {
     "test_joint_grpo_trains_whole_turns_through_the_graph": 237,
     # two processes each (2026-11-27, 2 workers): the one-process reference run comes first
     "test_two_processes_run_every_stage_with_one_writer_per_file": 70,
     "test_the_cli_under_torchrun_trains_zero3_and_prints_once": 31,
-    "test_coldstart_bank_then_online_evolution": 214,
-    "test_eval_killed_mid_run_resumes_to_the_same_records": 162,
-    "test_evolve_killed_mid_run_resumes_to_the_same_records": 137,
-    "test_every_method_end_to_end_on_the_default_model": 114,
-    "test_alignment_pauses_resumes_and_ends_as_an_uninterrupted_run": 110,
-    "test_symbols_on_the_real_model_and_seed_bank": 98,
+    "test_coldstart_bank_then_online_evolution": 178,
+    "test_eval_killed_mid_run_resumes_to_the_same_records": 107,
+    "test_evolve_killed_mid_run_resumes_to_the_same_records": 121,
+    "test_every_method_end_to_end_on_the_default_model": 88,
+    "test_alignment_pauses_resumes_and_ends_as_an_uninterrupted_run": 87,
+    "test_symbols_on_the_real_model_and_seed_bank": 50,
     "test_coldstart_stages_run_on_the_server": 77,
     "test_seed_a_textworld_bank_from_training_games": 77,
     # 48 cooking-train games generated for the codebook fit: 114 s of CPU, 323 s wall at load 6
     # (2026-11-27, one worker)
     "test_bank_seed_source_cooking_writes_template_entries_through_the_gate": 150,
-    "test_demo_closed_loop_on_two_gsm8k_problems": 65,
-    "test_coldstart_killed_while_writing_its_bank_resumes_to_the_same_bank": 64,
-    "test_real_default_model_answers_through_the_graph": 60,
-    "test_align_killed_mid_run_resumes_from_its_last_whole_checkpoint": 60,
+    "test_demo_closed_loop_on_a_gsm8k_problem": 30,
+    "test_coldstart_killed_while_writing_its_bank_resumes_to_the_same_bank": 47,
+    "test_real_default_model_answers_through_the_graph": 19,
+    "test_align_killed_mid_run_resumes_from_its_last_whole_checkpoint": 45,
 }
 
 

@@ -2,7 +2,11 @@
 ends with the same records as a run that was never interrupted (real default model, greedy).
 
 Each test polls the killed run's output files and kills it once it has written something a rerun
-must keep; the rerun is the same command (``train`` adds ``--resume``)."""
+must keep; the rerun is the same command (``train`` adds ``--resume``). Only the killed run needs
+a process of its own: the uninterrupted run and the rerun are the same command run in this
+process (``in_process``), each on the model loaded afresh as a new process would load it (empty
+reply memo and prompt caches: a prompt cache left by another run changes how a reply's prefix is
+computed, and so, rarely, a greedy token) and with the killed process's thread count."""
 
 from __future__ import annotations
 
@@ -17,6 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from genmem.cli import main
 
 _VARIES = {"seconds"}
 """Fields that differ between two runs of the same task: wall time only."""
@@ -36,15 +42,38 @@ def _records(out: Path) -> dict[tuple[str, str], dict]:
     return keyed
 
 
-def _run(argv: list[str]) -> dict:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=_env())
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout) if "--json" in argv else {}
-
-
 def _env() -> dict[str, str]:
+    import torch
+
     root = str(Path(__file__).resolve().parents[2])
-    return {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return {
+        **os.environ,
+        "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        # this process's thread count: the runs here and the killed one decode alike
+        "OMP_NUM_THREADS": str(torch.get_num_threads()),
+    }
+
+
+@pytest.fixture
+def in_process(monkeypatch, capsys) -> Callable[..., dict]:
+    """Run a command's argv in this process (no interpreter start, no imports), its models
+    loaded afresh as a new process would (not a cached load whose greedy replies and prompt
+    caches other runs filled), unless ``keep_models``; returns its JSON output."""
+    from genmem.policies import local
+
+    monkeypatch.setattr(local, "_CACHE", {})
+
+    def run(argv: list[str], *, keep_models: bool = False) -> dict:
+        assert argv[:3] == [sys.executable, "-m", "genmem.cli"]
+        if not keep_models:
+            monkeypatch.setattr(local, "_CACHE", {})
+        capsys.readouterr()
+        code = main(argv[3:])
+        captured = capsys.readouterr()
+        assert code == 0, captured.err[-2000:]
+        return json.loads(captured.out) if "--json" in argv else {}
+
+    return run
 
 
 def _kill_when(argv: list[str], ready: Callable[[], bool]) -> None:
@@ -68,9 +97,11 @@ def _jsonl(path: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_eval_killed_mid_run_resumes_to_the_same_records(tmp_path: Path, seed_bank_url) -> None:
+def test_eval_killed_mid_run_resumes_to_the_same_records(
+    tmp_path: Path, seed_bank_url, in_process
+) -> None:
     whole, killed = tmp_path / "whole", tmp_path / "killed"
-    _run(_argv(seed_bank_url, whole))
+    in_process(_argv(seed_bank_url, whole))
     expected = _records(whole)
     assert len(expected) == 2
 
@@ -90,7 +121,9 @@ def test_eval_killed_mid_run_resumes_to_the_same_records(tmp_path: Path, seed_ba
     with path.open("a") as fh:  # the write a kill cuts in half
         fh.write('{"id": "test-1", "method": "no')
 
-    _run(_argv(seed_bank_url, killed))
+    # The rerun asks the uninterrupted run's very prompts for the task it still has to run, so
+    # the model that run loaded answers it from its memo of greedy replies.
+    in_process(_argv(seed_bank_url, killed), keep_models=True)
     assert _records(killed) == expected
 
 
@@ -164,7 +197,7 @@ def _entries_in(db: Path) -> int:
 
 @pytest.mark.slow
 def test_coldstart_killed_while_writing_its_bank_resumes_to_the_same_bank(
-    tmp_path: Path, seed_codebook
+    tmp_path: Path, seed_codebook, in_process
 ) -> None:
     """Killed after it had written part of its bank, a cold start rerun writes the rest and
     ends with the bank, report and statistics of a run that was never stopped.
@@ -183,14 +216,14 @@ def test_coldstart_killed_while_writing_its_bank_resumes_to_the_same_bank(
 
     for name in ("whole", "killed"):
         _extracted(tmp_path / name)
-    whole = _run(argv("whole"))
+    whole = in_process(argv("whole"))
     assert whole["records"] == _TASKS and whole["entries"] > 50
 
     _kill_when(argv("killed"), lambda: _entries_in(tmp_path / "killed.db") >= 1)
     written = _entries_in(tmp_path / "killed.db")
     assert 1 <= written < whole["entries"], "the kill came after the bank was written"
 
-    resumed = _run(argv("killed"))
+    resumed = in_process(argv("killed"))
     varies = {"seconds", "out", "bank", "files"}
     assert {k: v for k, v in resumed.items() if k not in varies} == {
         k: v for k, v in whole.items() if k not in varies
@@ -202,7 +235,9 @@ def test_coldstart_killed_while_writing_its_bank_resumes_to_the_same_bank(
 
 
 @pytest.mark.slow
-def test_evolve_killed_mid_run_resumes_to_the_same_records(tmp_path: Path, seed_bank_url) -> None:
+def test_evolve_killed_mid_run_resumes_to_the_same_records(
+    tmp_path: Path, seed_bank_url, in_process
+) -> None:
     def argv(out: Path) -> list[str]:
         return [sys.executable, "-m", "genmem.cli", "evolve", "--bank", seed_bank_url,
                 "--bench", "gsm8k-test", "--blocks", "1", "--block-size", "1", "--probe-size",
@@ -214,14 +249,14 @@ def test_evolve_killed_mid_run_resumes_to_the_same_records(tmp_path: Path, seed_
     # run without memory ("none"), whose t1 run repeats its t0 run with a greedy model.
 
     whole = tmp_path / "whole"
-    _run(argv(whole))
+    in_process(argv(whole))
     out = tmp_path / "killed"
     _kill_when(argv(out), lambda: _lines(out / "probes.jsonl") >= 1)  # t0 probed, streaming
     assert _lines(out / "stream.jsonl") == 0, "the kill came after the stream query"
     with (out / "stream.jsonl").open("a") as fh:  # the write a kill cuts in half
         fh.write('{"index": 0, "block": 1, "id": "te')
 
-    _run(argv(out))
+    in_process(argv(out))
     for name in ("stream.jsonl", "probes.jsonl"):
         assert _jsonl(out / name) == _jsonl(whole / name), name
     assert _lines(out / "stream.jsonl") == 1 and _lines(out / "probes.jsonl") == 2
@@ -235,7 +270,7 @@ def test_evolve_killed_mid_run_resumes_to_the_same_records(tmp_path: Path, seed_
 
 @pytest.mark.slow
 def test_align_killed_mid_run_resumes_from_its_last_whole_checkpoint(
-    tmp_path: Path, seed_bank_url
+    tmp_path: Path, seed_bank_url, in_process
 ) -> None:
     """No uninterrupted run to compare with here: that a resumed run trains on the same batches
     with the same losses is tests/training/test_train_cli.py's pause test; this one adds the kill
@@ -265,7 +300,7 @@ def test_align_killed_mid_run_resumes_from_its_last_whole_checkpoint(
         (torn / f.name).write_bytes(f.read_bytes()[: f.stat().st_size // 2])
     before = json.loads((out / "before.json").read_text())
 
-    resumed = _run([*argv, "--resume"])
+    resumed = in_process([*argv, "--resume"])
     assert resumed["resumed_from"].endswith(f"checkpoint-{done[-1]}")
     assert resumed["complete"] and resumed["steps"] == 3
     assert resumed["piece_steps"] == 3 - done[-1]

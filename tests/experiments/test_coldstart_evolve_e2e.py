@@ -15,11 +15,13 @@ pytestmark = pytest.mark.slow
 
 PNG = b"\x89PNG"
 
-# CI runs a small version (2 problems, 2 blocks x 1, probe 1) to stay inside its time budget;
-# GENMEM_E2E_FULL=1 runs the scale (10 problems x 2 tries, 2 blocks x 3, probe 3, all four
-# methods), about 40 minutes on 2 CPU cores.
+# CI runs a small version (2 problems, 1 block x 1, probe 1) to stay inside its time budget (a
+# second block runs the same loop on the bank the first one left: tests/experiments/
+# test_evolution.py streams several); GENMEM_E2E_FULL=1 runs the scale (10 problems x 2
+# tries, 2 blocks x 3, probe 3, all four methods), about 40 minutes on 2 CPU cores.
 FULL = os.environ.get("GENMEM_E2E_FULL") == "1"
-PROBLEMS, BLOCK, PROBE = (10, 3, 3) if FULL else (2, 1, 1)
+PROBLEMS, BLOCKS, BLOCK, PROBE = (10, 2, 3, 3) if FULL else (2, 1, 1, 1)
+CHECKPOINTS = range(BLOCKS + 1)
 METHODS = ("sid", "frozen", "tfidf", "dense") if FULL else ("sid", "frozen")
 
 
@@ -92,7 +94,7 @@ def test_coldstart_bank_then_online_evolution(tmp_path, monkeypatch, capsys) -> 
     input_entries = [e.model_dump() for e in live.entries()]
     ev = tmp_path / "evolve"
     code = main([
-        "evolve", "--bank", bank, "--bench", "gsm8k-test", "--blocks", "2",
+        "evolve", "--bank", bank, "--bench", "gsm8k-test", "--blocks", str(BLOCKS),
         "--block-size", str(BLOCK), "--probe-size", str(PROBE), "--methods", ",".join(METHODS),
         "--max-steps", "1",
         "--max-new-tokens", "16", "--candidates", "2", "--memory-k", "2",
@@ -101,20 +103,20 @@ def test_coldstart_bank_then_online_evolution(tmp_path, monkeypatch, capsys) -> 
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
     assert [(c["checkpoint"], c["method"]) for c in summary["checkpoints"]] == [
-        (t, m) for t in range(3) for m in METHODS
+        (t, m) for t in CHECKPOINTS for m in METHODS
     ]
     assert all(c["n"] == PROBE and c["errors"] == 0 for c in summary["checkpoints"])
     for c in summary["checkpoints"]:  # a bootstrap interval over the probe tasks
         assert c["ci"]["score"][0] <= c["score"] <= c["ci"]["score"][1]
     # sid minus frozen, task by task: at t0 both are the same system on the same bank, and a
     # greedy model decodes them alike
-    assert [p["checkpoint"] for p in summary["paired"]] == [0, 1, 2]
+    assert [p["checkpoint"] for p in summary["paired"]] == list(CHECKPOINTS)
     assert summary["paired"][0]["paired"]["score"]["ties"] == PROBE
     assert summary["intervals"]["resamples"] >= 1000
-    assert len(summary["blocks"]) == 2 and len(_lines(ev / "stream.jsonl")) == 2 * BLOCK
-    for t in range(3):
+    assert len(summary["blocks"]) == BLOCKS and len(_lines(ev / "stream.jsonl")) == BLOCKS * BLOCK
+    for t in CHECKPOINTS:
         assert (ev / "snapshots" / f"t{t}.jsonl").exists()
-    for b in (1, 2):
+    for b in range(1, BLOCKS + 1):
         assert (ev / "logs" / f"block{b}.jsonl").exists()
     for name in summary["files"]:
         if name.endswith(("curves", "lineage", "concentration", "mix", "distance", "frozen")):
@@ -127,12 +129,13 @@ def test_coldstart_bank_then_online_evolution(tmp_path, monkeypatch, capsys) -> 
     ]
     probes = _lines(ev / "probes.jsonl")
     frozen = [p for p in probes if p["method"] == "frozen"]
-    assert len(frozen) == 3 * PROBE
+    assert len(frozen) == len(CHECKPOINTS) * PROBE
     # The default model is greedy, so a control whose graph, task and snapshot did not change is
     # not run again: frozen repeats sid's t0 run, and no SID run is ever a repeat.
     assert all(p["reused_from"] == "t0/sid" and p["seconds"] == 0 for p in frozen)
     assert all(p["reused_from"] is None for p in probes if p["method"] == "sid")
-    assert [c["reused"] for c in summary["checkpoints"] if c["method"] == "frozen"] == [PROBE] * 3
+    reused = [c["reused"] for c in summary["checkpoints"] if c["method"] == "frozen"]
+    assert reused == [PROBE] * len(CHECKPOINTS)
     for q in {p["id"] for p in frozen}:  # each probe query reads one address throughout
         assert len({p["sid"] for p in frozen if p["id"] == q}) == 1
     # Addressing invariance: the policy's own addresses did not move; the run's "occupied"

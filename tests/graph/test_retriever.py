@@ -104,7 +104,11 @@ def test_bad_input_and_config(bank_url) -> None:
 def test_real_default_model_end_to_end(bank_url) -> None:
     bank = open_bank(bank_url)
     bank.insert(SID((10, 4, 2, 2)), "When a question mixes units, convert everything first.")
-    graph = build_retriever_graph("local", config=RetrieverConfig(allowed="occupied", beam=2))
+    from genmem.policies.backends import capped_chat_model
+
+    # a short rewrite (the gate grades it whatever its length; the default cap is 256 tokens)
+    chat = capped_chat_model("local", 48)
+    graph = build_retriever_graph(chat, config=RetrieverConfig(allowed="occupied", beam=2))
     out = _run(graph, bank_url)
     assert out["sid"] in {str(s) for s in bank.occupied()}
     assert out["retrieved"] and out["retrieved"][0]["sid"] == out["sid"]

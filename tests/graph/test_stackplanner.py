@@ -256,8 +256,11 @@ def test_schema_and_report_answer() -> None:
 
 @pytest.mark.slow
 def test_real_default_model_answers_through_the_graph() -> None:
+    from genmem.policies.backends import capped_chat_model
+
     cfg = StackPlannerConfig(budget=StackBudgetConfig(max_steps=2))
-    app = build_stackplanner_graph("local", config=cfg).compile()
+    # short plain replies (the sub-agent's report); the JSON decisions keep their own room
+    app = build_stackplanner_graph(capped_chat_model("local", 32), config=cfg).compile()
     out = app.invoke(
         {
             "query": "Natalia sold 48 clips in April and half as many in May. How many clips "
