@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         done = len(right["mean"])
         print(f"game {done}/{args.games}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
     seconds = time.perf_counter() - started
-    per_game = {r: {k: sum(v) / len(v) for k, v in right[r].items()} for r in RULES}
+    per_game = {r: {k: sum(v) / len(v) for k, v in right[r].items()} for r in (*RULES, *arms)}
     rows = {}
     for rule in (*RULES, *arms):
         est = mean_interval(per_game[rule].values())
