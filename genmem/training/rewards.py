@@ -36,7 +36,7 @@ from genmem.envs.base import Task
 from genmem.errors import InvalidSID
 from genmem.memory.data_block import data_block
 from genmem.memory.sid import SIDSpec
-from genmem.policies.prompts import FAITHFUL_RUBRIC, JUDGE_RUBRIC
+from genmem.policies.prompts import FAITHFUL_RUBRIC, JUDGE_RUBRIC, judge_user_message
 
 __all__ = [
     "FAITHFUL_RUBRIC",
@@ -75,7 +75,7 @@ def judge_messages(rubric: str, task: Task, **texts: str) -> list[Any]:
     from langchain_core.messages import HumanMessage, SystemMessage
 
     blocks = [data_block(tag, text[:_JUDGE_CLIP]) for tag, text in texts.items()]
-    user = "\n\n".join([f"Task:\n{task.query}", f"Correct answer: {task.reference}", *blocks])
+    user = judge_user_message(task.query, task.reference, blocks)
     return [SystemMessage(rubric), HumanMessage(user)]
 
 

@@ -61,7 +61,7 @@ from genmem.policies.prompts.coordinator import (
     choice_prompt,
     coordinator_user_message,
 )
-from genmem.policies.prompts.judge import FAITHFUL_RUBRIC, JUDGE_RUBRIC
+from genmem.policies.prompts.judge import FAITHFUL_RUBRIC, JUDGE_RUBRIC, judge_user_message
 from genmem.policies.prompts.memory_agents import (
     NO_MEMORY_ANSWER,
     EvolverDecision,
@@ -117,6 +117,7 @@ __all__ = [
     "extract_user_message",
     "fuse_prompt",
     "fuse_user_message",
+    "judge_user_message",
     "pair_judge_prompt",
     "pair_judge_user_message",
     "ranking_stateless_message",
