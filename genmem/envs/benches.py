@@ -26,7 +26,8 @@ from pydantic.fields import FieldInfo
 
 from genmem.envs.base import Environment
 from genmem.envs.bundled import GSM8K_TRAIN, read_gsm8k
-from genmem.envs.cooking_experience import WRITER, cooking_experience, cooking_seed_rows
+from genmem.envs.cooking import cooking_seed_rows
+from genmem.envs.cooking_experience import WRITER, cooking_experience
 from genmem.envs.game_experience import textworld_experience, textworld_seed_rows
 from genmem.envs.gsm8k import GSM8K_TEST
 from genmem.envs.qa import HOTPOTQA_DEV_200, NQ_TEST_200, TWOWIKI_DEV_200

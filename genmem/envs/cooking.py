@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from genmem.envs.base import Outcome, Task
-from genmem.envs.cooking_experience import experience_prior
+from genmem.envs.cooking_experience import cooking_seed_row, experience_prior
 from genmem.envs.textworld_env import (
     GameGenerationError,
     GameRecord,
@@ -35,7 +35,13 @@ from genmem.envs.textworld_env import (
     game_seed,
 )
 
-__all__ = ["CookingConfig", "CookingEnvironment", "CookingRecord", "load_cooking_games"]
+__all__ = [
+    "CookingConfig",
+    "CookingEnvironment",
+    "CookingRecord",
+    "cooking_seed_rows",
+    "load_cooking_games",
+]
 
 Split = Literal["train", "valid", "test"]
 
@@ -161,6 +167,14 @@ def load_cooking_games(config: CookingConfig) -> list[CookingRecord]:
         Their records, in generation order; the same config gives the same games.
     """
     return cached_game_set(config, lambda folder: _generate(config, folder), CookingRecord)
+
+
+def cooking_seed_rows(n: int, *, seed: int = 0) -> list[dict[str, Any]]:
+    """The first ``n`` cooking-train games (the default difficulty) as seed rows
+    (:func:`~genmem.envs.cooking_experience.cooking_seed_row`: a won and four lost plays)."""
+    config = CookingConfig(split="train", n_games=n, seed=seed)
+    folder = config.games_dir()
+    return [cooking_seed_row(r, folder / r.file) for r in load_cooking_games(config)]
 
 
 class CookingEnvironment(GameSetEnvironment):

@@ -50,7 +50,6 @@ __all__ = [
     "VerbRule",
     "cooking_experience",
     "cooking_seed_row",
-    "cooking_seed_rows",
     "distill_procedure",
     "experience_prior",
     "losing_variants",
@@ -905,15 +904,6 @@ def cooking_seed_row(record: Any, game_file: str | Path) -> dict[str, Any]:
         "answer": {"won": [won.model_dump()], "lost": lost},
         "goal": record.objective,
     }
-
-
-def cooking_seed_rows(n: int, *, seed: int = 0) -> list[dict[str, Any]]:
-    """The first ``n`` cooking-train games (the default difficulty) as seed rows."""
-    from genmem.envs.cooking import CookingConfig, load_cooking_games
-
-    config = CookingConfig(split="train", n_games=n, seed=seed)
-    folder = config.games_dir()
-    return [cooking_seed_row(r, folder / r.file) for r in load_cooking_games(config)]
 
 
 def cooking_experience(question: str, answer: Any) -> str:

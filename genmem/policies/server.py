@@ -43,7 +43,7 @@ class ServeConfig(BaseModel):
     )
     host: str = Field(
         default="127.0.0.1",
-        description="Interface to listen on (loopback unless you mean to expose the model).",
+        description="Interface.",
     )
     port: int = Field(default=8000, ge=1, description="Port.")
     continuous_batching: bool = Field(
