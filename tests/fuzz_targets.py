@@ -14,6 +14,7 @@ touch a bank also assert that a refused input changed nothing in it.
 
 from __future__ import annotations
 
+import atexit
 import json
 import shutil
 import string
@@ -146,6 +147,7 @@ def _bank(folder: Path) -> Any:
         from genmem.memory.sqlite_store import SQLiteBankStore
 
         root = Path(tempfile.mkdtemp(prefix="genmem-fuzz-"))
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
         store = SQLiteBankStore(root / "fuzz.db")
         bank = store.create_bank("fuzz", spec=DEFAULT_SPEC, codebook_hash="0" * 64)
         for codes in ((1, 2, 3, 4), (1, 2, 3, 5), (7, 0, 0, 0)):
@@ -387,8 +389,9 @@ def _codebook_dir() -> Path:
 
         x = np.random.default_rng(0).normal(size=(64, 8)).astype(np.float32)
         books = RQKMeans(RQKMeansConfig(sizes=(4, 2, 2))).fit(x, progress=False).codebooks_
-        _CODEBOOKS["dir"] = books.save(Path(tempfile.mkdtemp(prefix="genmem-fuzz-cb-")) / "cb",
-                                       remember=False)  # fmt: skip
+        root = Path(tempfile.mkdtemp(prefix="genmem-fuzz-cb-"))
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
+        _CODEBOOKS["dir"] = books.save(root / "cb", remember=False)
     return _CODEBOOKS["dir"]
 
 

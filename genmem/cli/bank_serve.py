@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from genmem.cli.common import add_gate_argument, emit, fail, gate_config, positive_int
+from genmem.explorer.config import ExplorerConfig
 
 __all__ = ["register"]
 
@@ -29,7 +30,9 @@ def register(bsub: argparse._SubParsersAction, url_help: str) -> None:
         ),
     )
     p.add_argument("--bank", required=True, help=url_help)
-    p.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
+    p.add_argument(
+        "--host", default=ExplorerConfig.host, help=f"interface (default {ExplorerConfig.host})"
+    )
     p.add_argument("--port", type=positive_int, default=8765, help="port (default 8765)")
     p.add_argument(
         "--runs", metavar="DIR", help="an evolution run folder (genmem evolve --out) to show"
@@ -47,7 +50,7 @@ def register(bsub: argparse._SubParsersAction, url_help: str) -> None:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from genmem.explorer import LOOPBACK_HOSTS, ExplorerConfig, create_app
+    from genmem.explorer import LOOPBACK_HOSTS, create_app
     from genmem.explorer.runs import find_runs
     from genmem.memory.location import open_bank
 

@@ -15,10 +15,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from genmem.policies.experience_writer import ExperienceWriter
 
 __all__ = ["EnvTools", "Environment", "Outcome", "Task"]
 
@@ -92,6 +95,11 @@ class Environment(ABC):
         """What a retrieved experience says of each valid command, for a ranking interactor:
         ``(experience, commands, view) -> bonus per command`` (None where the experience is not
         one it reads), or None when this environment has no such reading (this base)."""
+        return None
+
+    def experience_writer(self) -> ExperienceWriter | None:
+        """Code that writes MemEvolver's payloads for this environment's runs (the model then
+        chooses among its candidates), or None when the model writes them (this base)."""
         return None
 
     def signal(self, outcome: Outcome) -> str | None:

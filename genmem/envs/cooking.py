@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from genmem.envs.base import Outcome, Task
-from genmem.envs.cooking_experience import cooking_seed_row, experience_prior
+from genmem.envs.cooking_experience import cooking_seed_row, cooking_writer, experience_prior
 from genmem.envs.textworld_env import (
     GameGenerationError,
     GameRecord,
@@ -34,6 +34,7 @@ from genmem.envs.textworld_env import (
     compile_game_file,
     game_seed,
 )
+from genmem.policies.experience_writer import ExperienceWriter
 
 __all__ = [
     "CookingConfig",
@@ -214,6 +215,11 @@ class CookingEnvironment(GameSetEnvironment):
         """A cooking procedure's templates and rules, read from the retrieved experience, as a
         bonus per valid command (:func:`~genmem.envs.cooking_experience.procedure_prior`)."""
         return experience_prior
+
+    def experience_writer(self) -> ExperienceWriter | None:
+        """The template distiller (:func:`~genmem.envs.cooking_experience.cooking_writer`): a
+        run's plays as a procedure; the evolver's model chooses insert, retain, replace or merge."""
+        return cooking_writer()
 
     def score(self, task: Task, answer: str | None) -> Outcome:
         """Success as for every game, plus ``lost``: whether the game ended in a loss."""

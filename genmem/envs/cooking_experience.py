@@ -31,6 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from genmem.errors import GenMemError
+from genmem.policies.experience_writer import ExperienceWriter
 
 __all__ = [
     "NEXT_BONUS",
@@ -50,6 +51,7 @@ __all__ = [
     "VerbRule",
     "cooking_experience",
     "cooking_seed_row",
+    "cooking_writer",
     "distill_procedure",
     "experience_prior",
     "losing_variants",
@@ -57,6 +59,7 @@ __all__ = [
     "parse_procedure",
     "parse_recipe",
     "play_commands",
+    "plays_of_run",
     "procedure_prior",
     "recipe_note",
     "step_of",
@@ -271,7 +274,8 @@ class Pitfall(BaseModel):
 
 
 class CookingProcedure(BaseModel):
-    """A cooking procedure distilled by code from training plays (the template writer)."""
+    """A cooking procedure distilled by code from plays (the template writer): training
+    walkthroughs for a seed bank, the agent's own games online."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -301,7 +305,7 @@ class CookingProcedure(BaseModel):
         )
         places = f"; {{place}} = where food was ({', '.join(self.places)})" if self.places else ""
         lines = [
-            f"{_HEAD} from {plays or 'no'} training plays.",
+            f"{_HEAD} from {plays or 'no'} plays.",
             f"Steps: {' > '.join(steps)}.",
             "Roles: {food} = each recipe ingredient; {verb} = its cut in the recipe; "
             f"{{appliance}} = as the rules say{places}.",
@@ -939,3 +943,84 @@ def experience_prior(
         return None
     state = GameView(played=tuple(view.get("history", ())), notes=tuple(view.get("notes", ())))
     return procedure_prior(procedure, commands, state)
+
+
+# --- the agent's own games: MemEvolver's template writer ------------------------------------
+
+_EPISODE_TAILS = ("\n\nValid commands: ", "\n\nThe episode is over", "\n\nThe game is lost after")
+_NOT_PLAYED = "is not a valid command here"
+_MIN_USEFUL = 2
+"""Template steps a run's procedure needs besides reading the cookbook to be worth storing."""
+
+
+def _game_text(observation: str) -> str:
+    """What the game said, without what the episode adds (valid commands, budget, verdict)."""
+    for tail in _EPISODE_TAILS:
+        observation = observation.split(tail)[0]
+    return observation.strip()
+
+
+def plays_of_run(trajectory: Mapping[str, Any], *, game: str = "run") -> list[CookingTrajectory]:
+    """The plays of a cooking game in a StackPlanner trajectory (a ``Trajectory.model_dump()``):
+    the interactor's ``*_step`` calls in order, a new play after each ``*_reset`` (a
+    ``*_resume`` goes on with the same one). Commands the game refused are left out.
+
+    Args:
+        trajectory: The run's trajectory.
+        game: The id the plays record.
+    """
+    plays: list[list[GameStep]] = [[]]
+    for step in trajectory.get("steps") or []:
+        args = step.get("arguments") or {}
+        tool = str(args.get("tool") or "")
+        if step.get("action") != "tool" or not tool:
+            continue
+        if tool.endswith("_reset") and plays[-1]:
+            plays.append([])
+        command = (args.get("args") or {}).get("command") if tool.endswith("_step") else None
+        observation = str(step.get("observation") or "")
+        if not isinstance(command, str) or _NOT_PLAYED in observation:
+            continue
+        plays[-1].append(GameStep(command=command, observation=_game_text(observation)))
+    out = []
+    for steps in plays:
+        if not steps:
+            continue
+        won = "*** The End ***" in steps[-1].observation
+        lost = _LOST in steps[-1].observation and not won
+        out.append(CookingTrajectory(game=game, split="test", steps=steps, won=won, lost=lost))
+    return out
+
+
+def _distil_run(query: str, trajectory: dict[str, Any] | str, outcome: str | None) -> str | None:
+    """The template payload of one run: its plays that read the cookbook, distilled and merged;
+    None when the run shows too little (no recipe read, or nothing scored and nothing lost)."""
+    del query, outcome  # the plays carry the game's own verdict
+    if not isinstance(trajectory, Mapping):
+        return None
+    procedures: list[CookingProcedure] = []
+    for play in plays_of_run(trajectory):
+        rules = [r for p in procedures for r in p.rules]
+        try:
+            procedures.append(distill_procedure(play, rules))
+        except CookingExperienceError:
+            continue  # a play that never read the recipe has nothing to write as roles
+    if not procedures:
+        return None
+    merged = merge_procedures(procedures)
+    if len(merged.steps) <= _MIN_USEFUL and not merged.pitfalls:
+        return None
+    return merged.render()
+
+
+def _merge_texts(stored: str, new: str) -> str | None:
+    try:
+        return merge_procedures([parse_procedure(stored), parse_procedure(new)]).render()
+    except CookingExperienceError:
+        return None  # the stored entry is not a procedure (another writer's): no merge
+
+
+def cooking_writer() -> ExperienceWriter:
+    """MemEvolver's template writer for cooking games: a run's plays distilled into a procedure
+    (:func:`distill_procedure`), merged with a stored procedure on request."""
+    return ExperienceWriter(name=WRITER, distil=_distil_run, merge=_merge_texts)

@@ -248,7 +248,9 @@ def evaluate(
                         allowed=settings.allowed,
                         addresser=settings.addresser,
                     ),
-                    evolver_config=EvolverConfig(addresser=settings.addresser),
+                    evolver_config=EvolverConfig(
+                        addresser=settings.addresser, writer=settings.experience_writer(env)
+                    ),
                     planner_config=StackPlannerConfig(
                         budget=StackBudgetConfig(max_steps=settings.max_steps),
                         interactor=settings.interactor,

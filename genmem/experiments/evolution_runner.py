@@ -61,7 +61,9 @@ class EvolveRunner:
                 allowed=cfg.allowed,
                 addresser=cfg.addresser,
             ),
-            evolver_config=EvolverConfig(addresser=cfg.addresser),
+            evolver_config=EvolverConfig(
+                addresser=cfg.addresser, writer=cfg.experience_writer(self.env)
+            ),
             planner_config=StackPlannerConfig(
                 budget=StackBudgetConfig(max_steps=cfg.max_steps),
                 interactor=cfg.interactor,

@@ -9,7 +9,7 @@ from its fields (:mod:`genmem.cli.fields`), so a default is written here and now
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,6 +18,10 @@ from genmem.policies.backends import DEFAULT_MODEL_SPEC
 from genmem.policies.chat_local import DEFAULT_MAX_NEW_TOKENS
 from genmem.policies.types import RETRIEVER_ALLOWED, AllowedMode
 from genmem.tools.lookup import DEFAULT_LOOKUP_K
+
+if TYPE_CHECKING:
+    from genmem.envs.base import Environment
+    from genmem.policies.experience_writer import ExperienceWriter
 
 __all__ = ["DEFAULT_CANDIDATES", "GraphRunConfig"]
 
@@ -79,3 +83,27 @@ class GraphRunConfig(BaseModel):
         description="Weight of the environment's action prior (a retrieved cooking procedure's "
         "templates and rules) added to --interactor rank's scores; 0 turns it off.",
     )
+    writer: Literal["auto", "model", "template"] = Field(
+        default="auto",
+        description="Who writes MemEvolver's payloads: model (the paper), template (the "
+        "environment's code distiller, cooking games; the model then chooses insert, retain, "
+        "replace or merge) or auto (template for a local model where the environment has one, "
+        "else model).",
+    )
+
+    def experience_writer(self, env: Environment) -> ExperienceWriter | None:
+        """The writer MemEvolver gets in ``env`` (None: the model writes).
+
+        Raises:
+            ValueError: ``writer`` is ``template`` and ``env`` has no template distiller.
+        """
+        if self.writer == "model":
+            return None
+        found = env.experience_writer()
+        if found is None and self.writer == "template":
+            raise ValueError(
+                f"--writer template: the {type(env).__name__} environment has no template "
+                "distiller (cooking games do); use --writer model or auto"
+            )
+        local = self.model.split(":", 1)[0] == "local"
+        return found if self.writer == "template" or local else None

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import secrets
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,46 +48,19 @@ from genmem.errors import (
     SlotEmpty,
     VersionConflict,
 )
+from genmem.explorer.config import LOOPBACK_HOSTS, MAX_PAGE_SIZE, ExplorerConfig
 from genmem.explorer.diff import diff_stats, unified_diff, word_diff
 from genmem.explorer.runs import find_runs, run_file
 from genmem.explorer.view import OPS, OUTCOMES, BankView, EventFilter, describe_filter, parse_codes
-from genmem.memory.gate import DEFAULT_GATE, GateConfig, WriteGate
+from genmem.memory.gate import WriteGate
 
 if TYPE_CHECKING:
     from genmem.memory.bank import Bank
 
-__all__ = ["LOOPBACK_HOSTS", "ExplorerConfig", "create_app"]
+__all__ = ["create_app"]
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
-_MAX_LIMIT = 500
 _TEXT_RESULTS = 200  # most TF-IDF hits a search pages through
 _HERE = Path(__file__).parent
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExplorerConfig:
-    """How the explorer serves a bank."""
-
-    allow_writes: bool = False
-    """Offer revise and delete; off by default, so a served bank cannot change."""
-    runs: Path | None = None
-    """An evolution run folder (or a folder of runs) whose plots and summary to show."""
-    gate: GateConfig | None = DEFAULT_GATE
-    """Thresholds of the write gate every revision passes (None: no gate, as --no-gate)."""
-    host: str = "127.0.0.1"
-    """The interface served; on a loopback one, requests for other host names are refused."""
-    page_size: int = 50
-    """Rows per page when a request names no ``limit``."""
-    actor: str = "explorer"
-    """Actor recorded in the log for writes made here."""
-    index_max_age: float = 60.0
-    """Seconds a TF-IDF index that the bank has moved past may still answer text searches."""
-    token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
-    """Secret that form posts must carry (fresh per process)."""
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.page_size <= _MAX_LIMIT:
-            raise ValueError(f"page_size {self.page_size} must be in 1..{_MAX_LIMIT}")
 
 
 class _BadRequest(GenMemError, ValueError):
@@ -228,7 +200,7 @@ class _Explorer:
         spec = self.bank.spec
         if len(prefix) == spec.levels:
             raise _Redirect(f"/entry/{_path(prefix)}")
-        limit = _int_param(request, "limit", 100, 1, _MAX_LIMIT)
+        limit = _int_param(request, "limit", 100, 1, MAX_PAGE_SIZE)
         page = _int_param(request, "page", 1, 1, 10**9)
         occupied_only = request.query_params.get("occupied", "") == "1"
         depth = len(prefix)
@@ -277,7 +249,7 @@ class _Explorer:
         history = self.bank.history(sid)
         if not history:
             raise _NotFound(f"slot {sid} ({_path(codes)}) has never held an entry")
-        limit = _int_param(request, "limit", 20, 1, _MAX_LIMIT)
+        limit = _int_param(request, "limit", 20, 1, MAX_PAGE_SIZE)
         page = _int_param(request, "page", 1, 1, 10**9)
         newest = list(reversed(history))
         shown = newest[(page - 1) * limit : page * limit]
@@ -331,7 +303,7 @@ class _Explorer:
             since=_time_param(request, "since"),
             until=_time_param(request, "until"),
         )
-        limit = _int_param(request, "limit", self.config.page_size, 1, _MAX_LIMIT)
+        limit = _int_param(request, "limit", self.config.page_size, 1, MAX_PAGE_SIZE)
         before = _int_param(request, "before", 0, 0, 2**62) or None
         page = self.view.event_page(flt, before=before, limit=limit)
         params = {

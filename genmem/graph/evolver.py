@@ -36,6 +36,7 @@ reason), and the final ``error`` says why nothing was written when that is the r
 
 from __future__ import annotations
 
+import asyncio
 import json
 import operator
 import re
@@ -77,9 +78,11 @@ from genmem.memory.sid import SIDSpec
 from genmem.policies.addressing import Addresser, addresser_name, check_addresser
 from genmem.policies.backends import load_chat_model
 from genmem.policies.chat_local import content_text
+from genmem.policies.experience_writer import ExperienceWriter, choose_candidate
 from genmem.policies.json_reply import aask_json, accepts_json_schema, ask_json
 from genmem.policies.prompts import (
     EvolverDecision,
+    evolver_choice_request,
     evolver_decision_request,
     evolver_prompt,
     evolver_rejection_message,
@@ -162,6 +165,10 @@ class EvolverState(TypedDict, total=False):
     """Why nothing was written: ``{"kind", "message", "output"}`` (None after a write)."""
     events: Annotated[list[dict[str, Any]], operator.add]
     """One entry per decision or write: ``applied`` or ``rejected``."""
+    writer: str | None
+    """Who wrote the payload: None for the model, else the config's ``writer`` (its name)."""
+    write_choice: dict[str, Any] | None
+    """With a ``writer``: the candidates (label, score) and how one was chosen."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,6 +189,10 @@ class EvolverConfig:
     gate: GateConfig | None = field(default_factory=GateConfig)
     """The write gate every update passes (:mod:`genmem.memory.gate`); None writes any valid
     decision, junk included."""
+    writer: ExperienceWriter | None = None
+    """Code that writes the payloads (an environment's, e.g. the cooking distiller): the model
+    then only chooses among its candidates (:mod:`genmem.policies.experience_writer`); a run it
+    cannot write is decided by the model as usual. None: the model writes (the paper)."""
 
     def __post_init__(self) -> None:
         check_addresser(self.addresser)
@@ -500,6 +511,9 @@ class _Write:
     gate: WriteGate | None
     op: str
     attempt: int | None
+    actor: str
+    """The writer the bank records: the config's actor, ``<actor>/<writer>`` for code-written
+    payloads."""
 
     @classmethod
     def of(cls, state: EvolverState, cfg: EvolverConfig) -> _Write:
@@ -516,7 +530,9 @@ class _Write:
             stored = [slot.hits[0]["payload"]] if slot is not None and slot.exact else []
             sources = (query, trajectory, outcome or "", *stored)
             gate = WriteGate(sources=sources, config=cfg.gate, memory=_read_memory(state, slot))
-        return cls(update, gate, decision.op, state.get("attempts"))
+        writer = state.get("writer")
+        actor = f"{cfg.actor}/{writer}" if writer else cfg.actor
+        return cls(update, gate, decision.op, state.get("attempts"), actor)
 
     def refused(self, exc: GenMemError) -> EvolverState:
         """The state update when the bank refused the write."""
@@ -544,7 +560,8 @@ class _Write:
             op=result.op,
             outcome=result.outcome,
             attempt=attempt,
-            message=f"{result.outcome} at {result.sid}: {before} -> {after} (seq {result.seq})",
+            message=f"{result.outcome} at {result.sid}: {before} -> {after} (seq {result.seq}, "
+            f"by {self.actor})",
         )
         return {"update": result.model_dump(), "error": None, "events": [event]}
 
@@ -591,6 +608,8 @@ class EvolverNodes(AddressingNodes):
             "decision": None,
             "update": None,
             "error": None,
+            "writer": None,
+            "write_choice": None,
         }
         if not candidates:
             exc = _Rejected("no_address", "the addressing policy proposed no SID")
@@ -612,7 +631,11 @@ class EvolverNodes(AddressingNodes):
         }
 
     def decide(self, state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
-        """Ask for a decision and check it against the slot read."""
+        """Ask for a decision and check it against the slot read (with a ``writer``: have the
+        model choose among the writer's candidates, when it has some)."""
+        written = self.written_by_code(state)
+        if written is not None:
+            return written
         ask = self.decision_request(state)
         if isinstance(ask, dict):
             return ask
@@ -621,11 +644,61 @@ class EvolverNodes(AddressingNodes):
 
     async def adecide(self, state: EvolverState, runtime: Runtime[MemoryContext]) -> EvolverState:
         """:meth:`decide` under ``ainvoke``/``astream``."""
+        written = await asyncio.to_thread(self.written_by_code, state)
+        if written is not None:
+            return written
         ask = self.decision_request(state)
         if isinstance(ask, dict):
             return ask
         spec = (await abank_from_runtime(runtime)).spec
         return self.decision_update(ask, await ask.areply(self.chat), spec)
+
+    def written_by_code(self, state: EvolverState) -> EvolverState | None:
+        """The decision when the config's ``writer`` has candidates for this run: the model
+        picks one by likelihood (:func:`choose_candidate`); None leaves it to the model."""
+        writer = self.config.writer
+        if writer is None or state.get("attempts", 0) > 0:
+            return None
+        sid = str(state["sid"])
+        messages = list(state.get("messages", []))
+        slot = _read_slot(messages, sid)
+        if slot is None:
+            return None
+        query, _, outcome = _check_input(state)
+        stored = str(slot.hits[0]["payload"]) if slot.exact else None
+        candidates = writer.candidates(query, state["trajectory"], outcome, stored)
+        if not candidates:
+            return None
+        asked: list[AnyMessage] = []
+        if len(candidates) > 1:
+            listed = [(c.label, c.payload) for c in candidates]
+            asked.append(HumanMessage(evolver_choice_request(sid, listed)))
+        choice = choose_candidate(self.chat, [*messages, *asked], candidates)
+        pick = candidates[choice.index]
+        scores = dict(zip([c.label for c in candidates], choice.scores, strict=False))
+        how = {"only": "the only candidate", "rule": "chosen by rule"}.get(
+            choice.chooser, f"the model's choice by likelihood ({_scores_text(scores)})"
+        )
+        decision = EvolverDecision(
+            analysis=f"{writer.name} writer: {pick.label}, {how}",
+            op=pick.op,
+            sid=sid,
+            payload=pick.payload,
+        )
+        return {
+            "attempts": 1,
+            "retrieved": slot.hits,
+            "decision": decision.model_dump(),
+            "error": None,
+            "writer": writer.name,
+            "write_choice": {
+                "chosen": pick.label,
+                "chooser": choice.chooser,
+                "candidates": [c.label for c in candidates],
+                "scores": scores,
+            },
+            "messages": [*asked, AIMessage(pick.label)],
+        }
 
     def decision_request(self, state: EvolverState) -> _Ask | EvolverState:
         """What to ask the model for a decision, or the rejection when the lookup failed."""
@@ -673,7 +746,7 @@ class EvolverNodes(AddressingNodes):
         bank = bank_from_runtime(runtime)
         write = _Write.of(state, self.config)
         try:
-            result = bank.apply(write.update, actor=self.config.actor, gate=write.gate)
+            result = bank.apply(write.update, actor=write.actor, gate=write.gate)
         except GenMemError as exc:
             return write.refused(exc)
         return write.done(result)
@@ -683,7 +756,7 @@ class EvolverNodes(AddressingNodes):
         bank = await abank_from_runtime(runtime)
         write = _Write.of(state, self.config)
         try:
-            result = await bank.aapply(write.update, actor=self.config.actor, gate=write.gate)
+            result = await bank.aapply(write.update, actor=write.actor, gate=write.gate)
         except GenMemError as exc:
             return write.refused(exc)
         return write.done(result)
@@ -699,6 +772,10 @@ class EvolverNodes(AddressingNodes):
             return "apply"
         error = state.get("error") or {}
         return "decide" if self.will_retry(error.get("kind", ""), state.get("attempts", 0)) else END
+
+
+def _scores_text(scores: dict[str, float]) -> str:
+    return ", ".join(f"{label} {score:.2f}" for label, score in scores.items())
 
 
 def _text_model(chat: BaseChatModel) -> Runnable[LanguageModelInput, Any]:

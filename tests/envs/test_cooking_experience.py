@@ -108,7 +108,7 @@ def test_the_won_walkthrough_becomes_role_level_steps_with_their_cookbook_lines(
         assert rule.command.replace("{food}", food) in record.walkthrough
         assert any(v.startswith(rule.verb[:2]) for v in verbs)  # 'fry' ~ 'fried'
     assert proc.places and "fridge" in proc.places and not proc.pitfalls
-    assert proc.won == 1 and proc.lost == 0 and "1 won training plays" in text
+    assert proc.won == 1 and proc.lost == 0 and "1 won plays" in text
 
 
 def test_losing_plays_become_pitfalls_with_the_games_message(games) -> None:
@@ -288,3 +288,79 @@ def test_the_ranker_reads_a_retrieved_procedure_and_ignores_other_text(games, pr
             experience_prior("take the apple, then put it on the table", valid, episode_view)
             is None
         )
+
+
+def _run_of(game_file: str, plays: list[list[str]]) -> dict:
+    """A StackPlanner trajectory of the interactor playing ``plays`` through the real game tools
+    (a reset before each play, one refused command in the first), as the graph records it."""
+    from genmem.envs.textworld_env import GameEpisode, game_tools
+    from genmem.graph.trajectory import StepRecord, Trajectory
+
+    episode = GameEpisode(TextWorldGame(game_file), max_steps=50, tool_prefix="tw")  # type: ignore[arg-type]
+    reset, step = game_tools(lambda: episode, prefix="tw", game="cooking")
+    steps: list[StepRecord] = []
+
+    def call(tool, args: dict) -> None:
+        text = tool.invoke({"type": "tool_call", "id": "c", "name": tool.name, "args": args})
+        arguments = {"tool": tool.name, "args": args}
+        steps.append(
+            StepRecord(
+                step=len(steps), agent="interactor", action="tool", arguments=arguments,
+                observation=str(text.content),
+            )
+        )  # fmt: skip
+
+    try:
+        for n, commands in enumerate(plays):
+            call(reset, {})
+            if n == 0:
+                call(step, {"command": "dance"})
+            for command in commands:
+                call(step, {"command": command})
+    finally:
+        episode.close()
+    return Trajectory(query="cook", steps=steps, status="budget").model_dump()
+
+
+def test_a_run_through_the_game_tools_is_distilled_as_its_plays(games) -> None:
+    """MemEvolver's template writer reads the run the graph recorded: a lost play, a reset, a
+    won play (refused commands and the episode's own lines left out) give the same procedure as
+    the plays replayed directly; it merges into a stored one; a run with nothing learnt gives
+    nothing, and a stored text that is not a procedure is not merged."""
+    from genmem.envs.cooking_experience import cooking_writer, plays_of_run
+
+    record, game_file = games[0]
+    losing = losing_variants(record.walkthrough)[0]
+    run = _run_of(game_file, [losing, record.walkthrough])
+    plays = plays_of_run(run)
+    assert [(p.lost, p.won) for p in plays] == [(True, False), (False, True)]
+    assert [s.command for s in plays[1].steps] == [c.lower() for c in record.walkthrough]
+    assert not any("Valid commands" in s.observation for p in plays for s in p.steps)
+    direct = [
+        play_commands(game_file, c, game=record.id, split="train")
+        for c in (losing, record.walkthrough)
+    ]
+    expected = merge_procedures(
+        [
+            distill_procedure(direct[0]),
+            distill_procedure(direct[1], distill_procedure(direct[0]).rules),
+        ]
+    )
+    writer = cooking_writer()
+    text = writer.distil("cook", run, "success")
+    assert text == expected.render()
+    from genmem.graph.trajectory import render_trajectory
+
+    # grounded in what MemEvolver's gate reads: the task and the rendered run
+    assert check_payload(text, sources=["cook", render_trajectory(run)]).action == "write"
+    assert parse_procedure(text).pitfalls and parse_procedure(text).won == 1
+    other = _row(*games[1])
+    stored = cooking_experience(*other)
+    labels = [c.label for c in writer.candidates("cook", run, "success", stored)]
+    assert labels == ["retain", "replace", "merge"]
+    merged = parse_procedure(writer.merge(stored, text))
+    assert merged.won == 2 and merged.lost == parse_procedure(stored).lost + 1
+    assert writer.merge("take the apple first", text) is None
+    blind = _run_of(game_file, [["inventory", "look"]])
+    assert writer.distil("cook", blind, "failure") is None
+    assert writer.distil("cook", "a trajectory as text", None) is None

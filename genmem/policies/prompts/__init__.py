@@ -65,6 +65,7 @@ from genmem.policies.prompts.judge import FAITHFUL_RUBRIC, JUDGE_RUBRIC, judge_u
 from genmem.policies.prompts.memory_agents import (
     NO_MEMORY_ANSWER,
     EvolverDecision,
+    evolver_choice_request,
     evolver_decision_request,
     evolver_prompt,
     evolver_rejection_message,
@@ -109,6 +110,7 @@ __all__ = [
     "coordinator_user_message",
     "decompose_prompt",
     "decompose_user_message",
+    "evolver_choice_request",
     "evolver_decision_request",
     "evolver_prompt",
     "evolver_rejection_message",

@@ -1,0 +1,127 @@
+"""Experiences written by code, the operation chosen by the model: MemEvolver's template path.
+
+The paper's MemEvolver writes every payload itself. A model too small to write a useful one (the
+embedded 135M writes single words, which the gate refuses) can still choose what happens at the
+slot if code writes the texts. An :class:`ExperienceWriter` (an environment supplies one, e.g.
+the cooking distiller) turns a finished run into a payload and merges two payloads; from them
+:meth:`ExperienceWriter.candidates` builds the updates the slot admits:
+
+- an empty slot: ``insert`` the run's payload (the only candidate);
+- an occupied one: ``retain`` the stored entry, ``replace`` it with the run's payload, or
+  ``merge`` the two.
+
+:func:`choose_candidate` lets the evolver's model pick among them by likelihood: the candidates
+are shown in its prompt (as data) and each operation's name is scored as its reply, so the
+model's preference for text it can copy from the prompt favours none of them. A model that
+cannot score replies gets ``merge`` (else the only candidate), recorded as chosen by rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from genmem.memory.records import Op
+from genmem.policies.choice_scoring import ScoreRule, rank_scores
+
+__all__ = [
+    "ExperienceWriter",
+    "WriteCandidate",
+    "WriteChoice",
+    "WriteLabel",
+    "choose_candidate",
+]
+
+WriteLabel = Literal["insert", "retain", "replace", "merge"]
+"""What a candidate does at the slot."""
+
+
+@dataclass(frozen=True)
+class WriteCandidate:
+    """One update the slot admits, with the text it would store."""
+
+    label: WriteLabel
+    payload: str
+
+    @property
+    def op(self) -> Op:
+        """The bank operation: ``insert`` on an empty slot, ``revise`` otherwise (the stored
+        text again is a retention)."""
+        return "insert" if self.label == "insert" else "revise"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExperienceWriter:
+    """Code that writes a run's experience, and merges it with a stored one."""
+
+    name: str
+    """Recorded as the payload's writer (the bank's log names ``<actor>/<name>``)."""
+    distil: Callable[[str, dict[str, Any] | str, str | None], str | None]
+    """``(query, trajectory, outcome) -> payload``; None when the run shows nothing this writer
+    can write (the evolver's model writes instead)."""
+    merge: Callable[[str, str], str | None]
+    """``(stored, new) -> merged payload``; None when the stored text is not one it reads."""
+
+    def candidates(
+        self,
+        query: str,
+        trajectory: dict[str, Any] | str,
+        outcome: str | None,
+        stored: str | None,
+    ) -> list[WriteCandidate]:
+        """The updates for this run at a slot holding ``stored`` (None: empty); none when the
+        run gives no payload."""
+        new = self.distil(query, trajectory, outcome)
+        if new is None or not new.strip():
+            return []
+        if stored is None:
+            return [WriteCandidate("insert", new)]
+        if new.strip() == stored.strip():
+            return [WriteCandidate("retain", stored)]
+        found = [WriteCandidate("retain", stored), WriteCandidate("replace", new)]
+        merged = self.merge(stored, new)
+        if merged is not None and merged.strip() not in (stored.strip(), new.strip()):
+            found.append(WriteCandidate("merge", merged))
+        return found
+
+
+@dataclass(frozen=True)
+class WriteChoice:
+    """Which candidate was taken, how, and each candidate's score."""
+
+    index: int
+    chooser: Literal["only", "likelihood", "rule"]
+    scores: tuple[float, ...] = ()
+
+
+def choose_candidate(
+    chat: Any,
+    messages: Sequence[Any],
+    candidates: Sequence[WriteCandidate],
+    rule: ScoreRule = "mean",
+) -> WriteChoice:
+    """The candidate the model's reply most likely names, after ``messages`` (which show the
+    candidates and ask for one of their labels).
+
+    Args:
+        chat: The evolver's chat model; one with ``choice_logprobs`` (the embedded local model)
+            scores the labels, any other gets the rule (``merge`` when offered).
+        messages: The conversation ending with the request that lists the candidates.
+        candidates: What the slot admits (:meth:`ExperienceWriter.candidates`).
+        rule: How label log-probabilities are ranked (:func:`rank_scores`).
+
+    Raises:
+        ValueError: no candidates.
+    """
+    if not candidates:
+        raise ValueError("choose_candidate needs at least one candidate")
+    if len(candidates) == 1:
+        return WriteChoice(0, "only")
+    labels = [c.label for c in candidates]
+    scorer = getattr(chat, "choice_logprobs", None)
+    if callable(scorer):
+        scores = rank_scores(rule, scorer(list(messages), labels))
+        best = max(range(len(scores)), key=lambda i: (scores[i], -i))
+        return WriteChoice(best, "likelihood", tuple(float(s) for s in scores))
+    return WriteChoice(labels.index("merge") if "merge" in labels else len(labels) - 1, "rule")

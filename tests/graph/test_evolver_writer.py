@@ -1,0 +1,123 @@
+"""MemEvolver with a code writer: the model only chooses among the writer's candidates (insert on
+an empty slot; retain, replace or merge on an occupied one), every write still passes the gate,
+the bank's log names the writer, and a run the writer cannot read goes to the model as before."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from genmem.graph.evolver import EvolverConfig, build_evolver_graph
+from genmem.graph.trajectory import StepRecord, Trajectory
+from genmem.memory.location import open_bank
+from genmem.memory.sid import SID
+from genmem.policies.experience_writer import (
+    ExperienceWriter,
+    WriteCandidate,
+    choose_candidate,
+)
+from tests.fakes import FakeChat, FixedGenerator, ScoringChat
+from tests.graph._banks import A, one_entry_bank
+
+FAR = SID((40, 2, 2, 2))
+OLD = "For rate problems, find the amount per unit first, then scale it."
+LESSON = "Rate problems: divide 3 by 2 for the unit price, then multiply by 10 pens."
+TRAJECTORY = Trajectory(
+    query="Pens cost $3 for 2. How much do 10 cost?",
+    steps=[StepRecord(step=0, agent="solver", action="tool", observation="3 / 2 * 10 = 15")],
+    answer="15",
+    status="finished",
+)
+
+
+def _writer(lesson: str | None = LESSON) -> ExperienceWriter:
+    return ExperienceWriter(
+        name="test",
+        distil=lambda query, trajectory, outcome: lesson,
+        merge=lambda stored, new: f"{stored}\n{new}",
+    )
+
+
+def _run(chat: Any, sid: SID, url: str, writer: ExperienceWriter | None) -> dict[str, Any]:
+    graph = build_evolver_graph(
+        chat, sid_generator=FixedGenerator([sid]), config=EvolverConfig(writer=writer)
+    )
+    state = {"query": TRAJECTORY.query, "trajectory": TRAJECTORY.model_dump()}
+    return graph.compile().invoke({**state, "outcome": "success"}, context={"bank_url": url})
+
+
+@pytest.fixture
+def bank_url(tmp_path) -> str:
+    return one_entry_bank(tmp_path, OLD)
+
+
+def test_an_empty_slot_gets_the_writers_text_without_asking_the_model(bank_url) -> None:
+    chat = FakeChat(responses=[])  # any call would fail: nothing is asked
+    out = _run(chat, FAR, bank_url, _writer())
+    assert out["update"]["outcome"] == "inserted" and out["writer"] == "test"
+    assert out["write_choice"] == {
+        "chosen": "insert",
+        "chooser": "only",
+        "candidates": ["insert"],
+        "scores": {},
+    }
+    bank = open_bank(bank_url)
+    assert bank.get(FAR).payload == LESSON
+    assert bank.events()[-1].actor == "mem_evolver/test"
+    assert "by mem_evolver/test" in out["events"][-1]["message"] and chat.prompts == []
+
+
+@pytest.mark.parametrize(
+    ("prefer", "outcome", "stored"),
+    [
+        (["merge"], "revised", f"{OLD}\n{LESSON}"),
+        (["replace"], "revised", LESSON),
+        (["retain"], "retained", OLD),
+    ],
+)
+def test_an_occupied_slot_gets_the_candidate_the_model_scores_highest(
+    bank_url, prefer, outcome, stored
+) -> None:
+    chat = ScoringChat(prefer=prefer)
+    out = _run(chat, A, bank_url, _writer())
+    assert out["update"]["outcome"] == outcome and open_bank(bank_url).get(A).payload == stored
+    choice = out["write_choice"]
+    assert choice["chooser"] == "likelihood" and choice["chosen"] == prefer[0]
+    assert choice["candidates"] == ["retain", "replace", "merge"]
+    assert max(choice["scores"], key=choice["scores"].get) == prefer[0]
+    # The candidates reach the model as data blocks, and only their labels are scored.
+    request = chat.scored[0][-1].content
+    assert "<merge>" in request and "Answer with one word: retain, replace, merge" in request
+    assert f"{prefer[0]}, the model's choice by likelihood" in out["decision"]["analysis"]
+
+
+def test_a_model_that_cannot_score_gets_merge_by_rule(bank_url) -> None:
+    out = _run(FakeChat(responses=[]), A, bank_url, _writer())
+    assert out["write_choice"]["chooser"] == "rule" and out["write_choice"]["chosen"] == "merge"
+    assert open_bank(bank_url).get(A).payload == f"{OLD}\n{LESSON}"
+
+
+def test_the_gate_still_refuses_junk_a_writer_produces(bank_url) -> None:
+    out = _run(FakeChat(responses=[]), FAR, bank_url, _writer("1234567890"))
+    assert out["update"] is None and out["error"]["kind"] == "gated"
+    assert open_bank(bank_url).get(FAR) is None
+
+
+def test_a_run_the_writer_cannot_read_is_decided_by_the_model(bank_url) -> None:
+    reply = json.dumps({"analysis": "a", "op": "insert", "sid": str(FAR), "payload": LESSON})
+    out = _run(FakeChat(responses=[reply]), FAR, bank_url, _writer(None))
+    assert out["writer"] is None and out["update"]["outcome"] == "inserted"
+    assert open_bank(bank_url).events()[-1].actor == "mem_evolver"
+
+
+def test_candidates_and_choice_on_bad_input() -> None:
+    writer = _writer()
+    assert [c.label for c in writer.candidates("q", "t", None, LESSON)] == ["retain"]
+    same_merge = ExperienceWriter(name="x", distil=lambda *a: LESSON, merge=lambda s, n: s)
+    assert [c.label for c in same_merge.candidates("q", "t", None, OLD)] == ["retain", "replace"]
+    assert writer.candidates("q", "t", None, None) == [WriteCandidate("insert", LESSON)]
+    assert _writer("  ").candidates("q", "t", None, OLD) == []
+    with pytest.raises(ValueError, match="at least one candidate"):
+        choose_candidate(FakeChat(responses=[]), [], [])
