@@ -962,8 +962,9 @@ def _game_text(observation: str) -> str:
 
 def plays_of_run(trajectory: Mapping[str, Any], *, game: str = "run") -> list[CookingTrajectory]:
     """The plays of a cooking game in a StackPlanner trajectory (a ``Trajectory.model_dump()``):
-    the interactor's ``*_step`` calls in order, a new play after each ``*_reset`` (a
-    ``*_resume`` goes on with the same one). Commands the game refused are left out.
+    the interactor's ``*_step`` calls in order, a new play after each ``*_reset`` and after a
+    loss (a ``*_resume`` of a game in progress goes on with the same one). Commands the game
+    refused are left out.
 
     Args:
         trajectory: The run's trajectory.
@@ -982,6 +983,8 @@ def plays_of_run(trajectory: Mapping[str, Any], *, game: str = "run") -> list[Co
         if not isinstance(command, str) or _NOT_PLAYED in observation:
             continue
         plays[-1].append(GameStep(command=command, observation=_game_text(observation)))
+        if _LOST in observation:  # a lost game goes on only from its start (reset or resume)
+            plays.append([])
     out = []
     for steps in plays:
         if not steps:

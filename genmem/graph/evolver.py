@@ -119,6 +119,7 @@ RejectionKind = Literal[
     "invalid_update",
     "bank_error",
     "gated",
+    "nothing_to_write",
 ]
 """Why a run wrote nothing (``error["kind"]`` and a rejected event's ``reason``)."""
 
@@ -192,7 +193,8 @@ class EvolverConfig:
     writer: ExperienceWriter | None = None
     """Code that writes the payloads (an environment's, e.g. the cooking distiller): the model
     then only chooses among its candidates (:mod:`genmem.policies.experience_writer`); a run it
-    cannot write is decided by the model as usual. None: the model writes (the paper)."""
+    finds nothing in is not written (a ``nothing_to_write`` rejection). None: the model writes
+    (the paper)."""
 
     def __post_init__(self) -> None:
         check_addresser(self.addresser)
@@ -654,8 +656,9 @@ class EvolverNodes(AddressingNodes):
         return self.decision_update(ask, await ask.areply(self.chat), spec)
 
     def written_by_code(self, state: EvolverState) -> EvolverState | None:
-        """The decision when the config's ``writer`` has candidates for this run: the model
-        picks one by likelihood (:func:`choose_candidate`); None leaves it to the model."""
+        """With the config's ``writer``: the model's pick among its candidates for this run
+        (:func:`choose_candidate`), or the ``nothing_to_write`` rejection; None without a
+        writer (or a slot the lookup did not read: the model path reports that)."""
         writer = self.config.writer
         if writer is None or state.get("attempts", 0) > 0:
             return None
@@ -668,7 +671,14 @@ class EvolverNodes(AddressingNodes):
         stored = str(slot.hits[0]["payload"]) if slot.exact else None
         candidates = writer.candidates(query, state["trajectory"], outcome, stored)
         if not candidates:
-            return None
+            exc = _Rejected(
+                "nothing_to_write",
+                f"the {writer.name} writer found nothing in this run to keep (nothing written; "
+                "the model does not write instead: a writer is chosen where its payloads are "
+                "not fit to store)",
+            )
+            return {"attempts": 1, "retrieved": slot.hits, "writer": writer.name,
+                    **_rejection(exc, sid, 1)}  # fmt: skip
         asked: list[AnyMessage] = []
         if len(candidates) > 1:
             listed = [(c.label, c.payload) for c in candidates]

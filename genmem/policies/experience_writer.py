@@ -58,8 +58,8 @@ class ExperienceWriter:
     name: str
     """Recorded as the payload's writer (the bank's log names ``<actor>/<name>``)."""
     distil: Callable[[str, dict[str, Any] | str, str | None], str | None]
-    """``(query, trajectory, outcome) -> payload``; None when the run shows nothing this writer
-    can write (the evolver's model writes instead)."""
+    """``(query, trajectory, outcome) -> payload``; None when the run shows nothing worth
+    keeping (MemEvolver then writes nothing)."""
     merge: Callable[[str, str], str | None]
     """``(stored, new) -> merged payload``; None when the stored text is not one it reads."""
 

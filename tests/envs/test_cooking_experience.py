@@ -292,7 +292,8 @@ def test_the_ranker_reads_a_retrieved_procedure_and_ignores_other_text(games, pr
 
 def _run_of(game_file: str, plays: list[list[str]]) -> dict:
     """A StackPlanner trajectory of the interactor playing ``plays`` through the real game tools
-    (a reset before each play, one refused command in the first), as the graph records it."""
+    (a reset, then one refused command; each later play begins with a resume, as a later
+    delegation's does), as the graph records it."""
     from genmem.envs.textworld_env import GameEpisode, game_tools
     from genmem.graph.trajectory import StepRecord, Trajectory
 
@@ -310,11 +311,22 @@ def _run_of(game_file: str, plays: list[list[str]]) -> dict:
             )
         )  # fmt: skip
 
+    def resume() -> None:  # a later delegation, as the ranking interactor records it
+        text, _ = reset.metadata["resume"]()
+        steps.append(
+            StepRecord(
+                step=len(steps), agent="interactor", action="tool",
+                arguments={"tool": "tw_resume", "args": {}}, observation=text,
+            )
+        )  # fmt: skip
+
     try:
         for n, commands in enumerate(plays):
-            call(reset, {})
             if n == 0:
+                call(reset, {})
                 call(step, {"command": "dance"})
+            else:  # after a loss the game restarts, though no reset was called
+                resume()
             for command in commands:
                 call(step, {"command": command})
     finally:

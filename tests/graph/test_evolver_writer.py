@@ -105,9 +105,14 @@ def test_the_gate_still_refuses_junk_a_writer_produces(bank_url) -> None:
     assert open_bank(bank_url).get(FAR) is None
 
 
-def test_a_run_the_writer_cannot_read_is_decided_by_the_model(bank_url) -> None:
-    reply = json.dumps({"analysis": "a", "op": "insert", "sid": str(FAR), "payload": LESSON})
-    out = _run(FakeChat(responses=[reply]), FAR, bank_url, _writer(None))
+def test_a_run_the_writer_finds_nothing_in_is_not_written(bank_url) -> None:
+    """The model does not write instead: a writer is chosen where its payloads are junk."""
+    chat = FakeChat(responses=[json.dumps({"op": "insert", "sid": str(FAR), "payload": LESSON})])
+    out = _run(chat, FAR, bank_url, _writer(None))
+    assert out["update"] is None and out["error"]["kind"] == "nothing_to_write"
+    assert out["events"][-1]["reason"] == "nothing_to_write" and chat.prompts == []
+    assert open_bank(bank_url).get(FAR) is None
+    out = _run(chat, FAR, bank_url, None)  # no writer: the model decides, as in the paper
     assert out["writer"] is None and out["update"]["outcome"] == "inserted"
     assert open_bank(bank_url).events()[-1].actor == "mem_evolver"
 
