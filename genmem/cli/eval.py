@@ -99,6 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_budget_arguments(p)
     add_interactor_argument(p)
     add_concurrency_argument(p)
+    add_field_flags(p, EvalConfig, ["shard"])
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--json", action="store_true", help="print one JSON summary object")
     p.set_defaults(func=_eval)

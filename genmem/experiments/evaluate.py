@@ -74,12 +74,36 @@ class EvalConfig(GraphRunConfig):
     limit: int | None = Field(default=None, ge=1, description="First N tasks.")
     bank_url: str | None = Field(default=None, description="The bank memory methods read.")
     mode: Literal["read_only", "evolve"] = "read_only"
+    shard: str | None = Field(
+        default=None,
+        pattern=r"^\d+/\d+$",
+        description="Run only part I/N of the tasks (0-based: tasks I, I+N, ...; read-only "
+        "runs): N processes given the same --out split one evaluation; each keeps its own "
+        "records file, and the summary covers every part found there.",
+    )
 
     def model_post_init(self, __context: Any) -> None:
-        """Validate the method list and that memory methods have a bank."""
+        """Validate the method list, that memory methods have a bank, and the shard."""
         self.methods = check_methods(self.methods)
         if any(m != "none" for m in self.methods) and not self.bank_url:
             raise ValueError("memory methods need a bank: set bank_url (or run only 'none')")
+        if self.shard is not None:
+            part, parts = self.part
+            if not 0 <= part < parts:
+                raise ValueError(f"shard {self.shard}: use I/N with 0 <= I < N")
+            if self.mode == "evolve" and parts > 1:
+                raise ValueError(
+                    f"shard {self.shard} in evolve mode: each method's updates must land in task "
+                    "order, in one process; shard read-only runs"
+                )
+
+    @property
+    def part(self) -> tuple[int, int]:
+        """``(I, N)`` of :attr:`shard` (``(0, 1)``: the whole run)."""
+        if self.shard is None:
+            return 0, 1
+        part, parts = self.shard.split("/")
+        return int(part), int(parts)
 
 
 class EvalRecord(BaseModel):
@@ -213,9 +237,11 @@ def evaluate(
         )
     workers = task_workers(concurrency, env, what="evaluation runs")
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "records.jsonl"
+    part, parts = settings.part
+    path = out / ("records.jsonl" if parts == 1 else f"records-{part}of{parts}.jsonl")
     done = {(r.method, r.id) for r in read_records(path)}
-    tasks = env.tasks(settings.limit)
+    every = env.tasks(settings.limit)
+    tasks = every[part::parts]
     if settings.bank_url:
         from genmem.experiments.contamination import check_bank_is_clean
         from genmem.memory.location import open_bank
@@ -296,6 +322,12 @@ def evaluate(
     records = sorted(read_records(path), key=lambda r: rank.get((r.method, r.id), len(rank)))
     records = _with_contrastive(records)
     replace_jsonl(path, records)  # a kill here keeps the old file, never half of it
+    if parts > 1:  # the summary covers every part's records found in --out
+        whole = [(m, t.id) for t in every for m in settings.methods]
+        rank = {key: i for i, key in enumerate(whole)}
+        found = [r for f in sorted(out.glob(f"records-*of{parts}.jsonl")) for r in read_records(f)]
+        records = sorted(found, key=lambda r: rank.get((r.method, r.id), len(rank)))
+        path = out / f"records-*of{parts}.jsonl"
     report = EvalReport(
         bench=env.name,
         settings=settings,

@@ -257,3 +257,34 @@ def test_a_method_with_only_errors_scores_zero() -> None:
     (s,) = _summaries(env, [_record("sid", "t1", None)], ["sid"], DEFAULT_INTERVALS)
     assert (s.metrics, s.success_rate, s.errors) == ({"accuracy": 0.0}, 0.0, 1)
     assert s.metrics_ci["accuracy"] == (0.0, 0.0)
+
+
+def test_shards_split_the_tasks_and_the_last_summary_covers_every_part(tmp_path) -> None:
+    """Two processes given --shard 0/2 and 1/2 and one --out: each runs every other task into
+    its own records file; the summary (written by each, complete once both ran) equals the
+    unsharded run's. A bad shard, or one in evolve mode, is refused."""
+    bank_url = one_entry_bank(tmp_path, "Work out the daily amount first, then the money.")
+    env = GSM8KEnvironment(calculator=False)
+    whole = _settings(bank_url, methods=["none", "sid"], limit=4)
+    gen = FixedGenerator([A])
+    report = evaluate(env, whole, out=tmp_path / "one", model=role_fake(), sid_generator=gen,
+                      progress=False)  # fmt: skip
+    out = tmp_path / "split"
+    first = whole.model_copy(update={"shard": "0/2"})
+    partial = evaluate(env, first, out=out, model=role_fake(), sid_generator=gen, progress=False)
+    part = [json.loads(x) for x in (out / "records-0of2.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in part] == ["test-0", "test-0", "test-2", "test-2"]
+    assert {s.n for s in partial.summaries} == {2} and not (out / "records.jsonl").exists()
+    second = whole.model_copy(update={"shard": "1/2"})
+    both = evaluate(env, second, out=out, model=role_fake(), sid_generator=gen, progress=False)
+
+    def same(summaries):  # all but the wall-clock seconds
+        return [s.model_dump(exclude={"mean_seconds"}) for s in summaries]
+
+    assert same(both.summaries) == same(report.summaries)
+    assert both.records.endswith("records-*of2.jsonl")
+    for bad in ("2/2", "1", "-1/2"):
+        with pytest.raises(ValueError, match=r"shard|pattern"):
+            EvalConfig.model_validate({**whole.model_dump(), "shard": bad})
+    with pytest.raises(ValueError, match="evolve mode"):
+        EvalConfig.model_validate({**whole.model_dump(), "shard": "0/2", "mode": "evolve"})
