@@ -16,11 +16,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from genmem.cli.common import add_distill_argument, emit, positive_int
+from genmem.cli.common import add_distill_argument, emit, fail, positive_int
 from genmem.cli.run import add_loop_arguments, build_loop_app, render_details, render_table
+from genmem.experiments.cooking_demo import CookingDemoConfig
 from genmem.experiments.seed_bank import DEFAULT_SEED_SIZE, MIN_FIT_SIZE, MODEL_SEED_SIZE
 
 __all__ = ["register", "run_demo"]
+
+_GSM8K_OUT = "genmem-demo"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +37,29 @@ def register(sub: argparse._SubParsersAction) -> None:
             "evolve on GSM8K test problems, with a table of what happened."
         ),
     )
+    p.add_argument(
+        "--bench",
+        choices=("gsm8k", "cooking"),
+        default="gsm8k",
+        help="gsm8k (default): the closed loop on GSM8K test problems from a seed bank; "
+        "cooking: cooking-valid games in order from an empty bank, each game's experience "
+        "written before the next (lose, update, win)",
+    )
     p.add_argument("--problems", type=positive_int, default=3, help="GSM8K test problems (3)")
+    p.add_argument(
+        "--games",
+        type=positive_int,
+        default=CookingDemoConfig.model_fields["games"].default,
+        help="--bench cooking: games played in order (default "
+        f"{CookingDemoConfig.model_fields['games'].default}, at least 2)",
+    )
+    p.add_argument(
+        "--seed-games",
+        type=int,
+        default=CookingDemoConfig.model_fields["seed_games"].default,
+        help="--bench cooking: training walkthroughs whose procedures seed the bank (default "
+        f"{CookingDemoConfig.model_fields['seed_games'].default}; 0: start empty)",
+    )
     add_distill_argument(p)
     p.add_argument(
         "--seed-size",
@@ -49,7 +74,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="training problems whose digests the codebooks are fitted on (default "
         f"{DEFAULT_SEED_SIZE}, at least {MIN_FIT_SIZE})",
     )
-    p.add_argument("--out", default="genmem-demo", help="output folder (default genmem-demo/)")
+    p.add_argument(
+        "--out",
+        default=_GSM8K_OUT,
+        help="output folder (default genmem-demo/; genmem-demo-cooking/ with --bench cooking)",
+    )
     # a coordinator step to delegate and one to answer: the third step of `genmem run`'s
     # budget bought the small default model only a repeat of the same delegation (bench/README)
     add_loop_arguments(p, max_steps=2)
@@ -58,8 +87,23 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    if args.bench == "cooking":
+        return _cooking(args)
     summary = run_demo(args, progress=not args.json)
     emit(summary, as_json=args.json, text=summary["table"])
+    return 0
+
+
+def _cooking(args: argparse.Namespace) -> int:
+    from genmem.experiments.cooking_demo import render_demo, run_cooking_demo
+
+    try:
+        config = CookingDemoConfig(games=args.games, seed_games=args.seed_games, model=args.model)
+    except ValueError as exc:
+        return fail(f"genmem demo --bench cooking: {exc}", 2)
+    out = Path(args.out if args.out != _GSM8K_OUT else "genmem-demo-cooking")
+    report = run_cooking_demo(config, out, progress=not args.json)
+    emit(report.model_dump(), as_json=args.json, text=render_demo(report))
     return 0
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 __all__ = [
+    "COOKING_CODEBOOKS",
     "DATA_DIR",
     "GSM8K_TRAIN",
     "append_jsonl",
@@ -26,6 +27,8 @@ __all__ = [
 DATA_DIR = Path(__file__).resolve().parent / "data"
 GSM8K_TRAIN = DATA_DIR / "gsm8k" / "train.jsonl"
 """GSM8K training split, 7,473 problems (MIT, see data/gsm8k/LICENSE)."""
+COOKING_CODEBOOKS = DATA_DIR / "cooking" / "codebook"
+"""Frozen codebooks fitted on 48 cooking-train procedures (see data/cooking/README.md)."""
 
 _CALC = re.compile(r"<<[^>]*>>")
 _CHUNK = 1 << 16  # bytes read per step when looking back for the last newline

@@ -135,6 +135,12 @@ class EvalRecord(BaseModel):
     )
     status: str | None = None
     memory_op: str | None = None
+    update_sid: str | None = Field(default=None, description="Where MemEvolver wrote (evolve).")
+    memory_note: str | None = Field(
+        default=None,
+        description="Why MemEvolver wrote what it did (its decision's analysis), or why it "
+        "wrote nothing.",
+    )
     seconds: float = 0.0
     error: str | None = None
 
@@ -385,8 +391,18 @@ def _run_one(
         support_refused=state.get("support_refused"),
         status=state.get("status"),
         memory_op=memory_op(state.get("update"), state.get("evolve_error")),
+        update_sid=state.get("update_sid"),
+        memory_note=_memory_note(state),
         seconds=round(time.perf_counter() - started, 2),
     )
+
+
+def _memory_note(state: dict[str, Any]) -> str | None:
+    error = state.get("evolve_error") or {}
+    if error.get("message"):
+        return str(error["message"])
+    decision = state.get("decision") or {}
+    return str(decision["analysis"]) if decision.get("analysis") else None
 
 
 def _with_contrastive(records: list[EvalRecord]) -> list[EvalRecord]:
