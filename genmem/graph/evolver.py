@@ -168,6 +168,8 @@ class EvolverState(TypedDict, total=False):
     """One entry per decision or write: ``applied`` or ``rejected``."""
     writer: str | None
     """Who wrote the payload: None for the model, else the config's ``writer`` (its name)."""
+    experience: str | None
+    """With a ``writer``: its payload for this run, which MemEvolver addressed."""
     write_choice: dict[str, Any] | None
     """With a ``writer``: the candidates (label, score) and how one was chosen."""
 
@@ -600,19 +602,34 @@ class EvolverNodes(AddressingNodes):
         ``no_address`` rejection)."""
         query, trajectory, outcome = _check_input(state)
         task = evolver_user_message(query, trajectory, outcome)
-        generator = self.generator_for(bank, context.get("addresser"))
-        candidates = generator.generate(task, k=self.config.beam)
+        writer = self.config.writer
+        experience = writer.distil(query, state["trajectory"], outcome) if writer else None
         fresh: EvolverState = {
-            "addresser": addresser_name(generator),
-            "candidates": [c.model_dump() for c in candidates],
+            "addresser": None,
+            "candidates": [],
             "retrieved": [],
             "attempts": 0,
             "decision": None,
             "update": None,
             "error": None,
-            "writer": None,
+            "writer": writer.name if writer else None,
             "write_choice": None,
+            "experience": experience,
         }
+        if writer is not None and not (experience or "").strip():
+            exc = _Rejected(
+                "nothing_to_write",
+                f"the {writer.name} writer found nothing in this run to keep (nothing written; "
+                "the model does not write instead: a writer is chosen where its payloads are "
+                "not fit to store)",
+            )
+            return {**fresh, "sid": None, **_rejection(exc, None)}
+        # With a writer, the address is the experience's, as a seed bank places its entries:
+        # a run's payload lands on (or near) the entries like it.
+        generator = self.generator_for(bank, context.get("addresser"))
+        candidates = generator.generate(experience or task, k=self.config.beam)
+        fresh["addresser"] = addresser_name(generator)
+        fresh["candidates"] = [c.model_dump() for c in candidates]
         if not candidates:
             exc = _Rejected("no_address", "the addressing policy proposed no SID")
             return {**fresh, "sid": None, **_rejection(exc, None)}
@@ -656,9 +673,9 @@ class EvolverNodes(AddressingNodes):
         return self.decision_update(ask, await ask.areply(self.chat), spec)
 
     def written_by_code(self, state: EvolverState) -> EvolverState | None:
-        """With the config's ``writer``: the model's pick among its candidates for this run
-        (:func:`choose_candidate`), or the ``nothing_to_write`` rejection; None without a
-        writer (or a slot the lookup did not read: the model path reports that)."""
+        """With the config's ``writer``: the model's pick among its candidates for this run's
+        experience (:func:`choose_candidate`); None without a writer (or a slot the lookup did
+        not read: the model path reports that)."""
         writer = self.config.writer
         if writer is None or state.get("attempts", 0) > 0:
             return None
@@ -667,18 +684,11 @@ class EvolverNodes(AddressingNodes):
         slot = _read_slot(messages, sid)
         if slot is None:
             return None
-        query, _, outcome = _check_input(state)
+        experience = state.get("experience")
+        if not experience:
+            return None
         stored = str(slot.hits[0]["payload"]) if slot.exact else None
-        candidates = writer.candidates(query, state["trajectory"], outcome, stored)
-        if not candidates:
-            exc = _Rejected(
-                "nothing_to_write",
-                f"the {writer.name} writer found nothing in this run to keep (nothing written; "
-                "the model does not write instead: a writer is chosen where its payloads are "
-                "not fit to store)",
-            )
-            return {"attempts": 1, "retrieved": slot.hits, "writer": writer.name,
-                    **_rejection(exc, sid, 1)}  # fmt: skip
+        candidates = writer.candidates(experience, stored)
         asked: list[AnyMessage] = []
         if len(candidates) > 1:
             listed = [(c.label, c.payload) for c in candidates]

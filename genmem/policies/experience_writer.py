@@ -63,18 +63,11 @@ class ExperienceWriter:
     merge: Callable[[str, str], str | None]
     """``(stored, new) -> merged payload``; None when the stored text is not one it reads."""
 
-    def candidates(
-        self,
-        query: str,
-        trajectory: dict[str, Any] | str,
-        outcome: str | None,
-        stored: str | None,
-    ) -> list[WriteCandidate]:
-        """The updates for this run at a slot holding ``stored`` (None: empty); none when the
-        run gives no payload."""
-        new = self.distil(query, trajectory, outcome)
-        if new is None or not new.strip():
-            return []
+    def candidates(self, new: str, stored: str | None) -> list[WriteCandidate]:
+        """The updates that store ``new`` (this run's payload, from :attr:`distil`) at a slot
+        holding ``stored`` (None: empty)."""
+        if not new.strip():
+            raise ValueError("a writer's candidates need a non-empty payload for the run")
         if stored is None:
             return [WriteCandidate("insert", new)]
         if new.strip() == stored.strip():

@@ -368,7 +368,7 @@ def test_a_run_through_the_game_tools_is_distilled_as_its_plays(games) -> None:
     assert parse_procedure(text).pitfalls and parse_procedure(text).won == 1
     other = _row(*games[1])
     stored = cooking_experience(*other)
-    labels = [c.label for c in writer.candidates("cook", run, "success", stored)]
+    labels = [c.label for c in writer.candidates(text, stored)]
     assert labels == ["retain", "replace", "merge"]
     merged = parse_procedure(writer.merge(stored, text))
     assert merged.won == 2 and merged.lost == parse_procedure(stored).lost + 1

@@ -40,9 +40,11 @@ def _writer(lesson: str | None = LESSON) -> ExperienceWriter:
     )
 
 
-def _run(chat: Any, sid: SID, url: str, writer: ExperienceWriter | None) -> dict[str, Any]:
+def _run(
+    chat: Any, sid: SID, url: str, writer: ExperienceWriter | None, gen: Any = None
+) -> dict[str, Any]:
     graph = build_evolver_graph(
-        chat, sid_generator=FixedGenerator([sid]), config=EvolverConfig(writer=writer)
+        chat, sid_generator=gen or FixedGenerator([sid]), config=EvolverConfig(writer=writer)
     )
     state = {"query": TRAJECTORY.query, "trajectory": TRAJECTORY.model_dump()}
     return graph.compile().invoke({**state, "outcome": "success"}, context={"bank_url": url})
@@ -55,7 +57,9 @@ def bank_url(tmp_path) -> str:
 
 def test_an_empty_slot_gets_the_writers_text_without_asking_the_model(bank_url) -> None:
     chat = FakeChat(responses=[])  # any call would fail: nothing is asked
-    out = _run(chat, FAR, bank_url, _writer())
+    gen = FixedGenerator([FAR])
+    out = _run(chat, FAR, bank_url, _writer(), gen)
+    assert gen.calls == [LESSON]  # addressed by the experience, as a seed bank places entries
     assert out["update"]["outcome"] == "inserted" and out["writer"] == "test"
     assert out["write_choice"] == {
         "chosen": "insert",
@@ -110,6 +114,7 @@ def test_a_run_the_writer_finds_nothing_in_is_not_written(bank_url) -> None:
     chat = FakeChat(responses=[json.dumps({"op": "insert", "sid": str(FAR), "payload": LESSON})])
     out = _run(chat, FAR, bank_url, _writer(None))
     assert out["update"] is None and out["error"]["kind"] == "nothing_to_write"
+    assert out["sid"] is None and out["retrieved"] == []  # not even addressed
     assert out["events"][-1]["reason"] == "nothing_to_write" and chat.prompts == []
     assert open_bank(bank_url).get(FAR) is None
     out = _run(chat, FAR, bank_url, None)  # no writer: the model decides, as in the paper
@@ -119,10 +124,11 @@ def test_a_run_the_writer_finds_nothing_in_is_not_written(bank_url) -> None:
 
 def test_candidates_and_choice_on_bad_input() -> None:
     writer = _writer()
-    assert [c.label for c in writer.candidates("q", "t", None, LESSON)] == ["retain"]
+    assert [c.label for c in writer.candidates(LESSON, LESSON)] == ["retain"]
     same_merge = ExperienceWriter(name="x", distil=lambda *a: LESSON, merge=lambda s, n: s)
-    assert [c.label for c in same_merge.candidates("q", "t", None, OLD)] == ["retain", "replace"]
-    assert writer.candidates("q", "t", None, None) == [WriteCandidate("insert", LESSON)]
-    assert _writer("  ").candidates("q", "t", None, OLD) == []
+    assert [c.label for c in same_merge.candidates(LESSON, OLD)] == ["retain", "replace"]
+    assert writer.candidates(LESSON, None) == [WriteCandidate("insert", LESSON)]
+    with pytest.raises(ValueError, match="non-empty payload"):
+        writer.candidates("  ", OLD)
     with pytest.raises(ValueError, match="at least one candidate"):
         choose_candidate(FakeChat(responses=[]), [], [])
