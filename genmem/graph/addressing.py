@@ -150,12 +150,17 @@ class BankGenerators:
         self._generators: dict[str, SIDGenerator] = {}
         self._lock = threading.Lock()
 
-    def __call__(self, bank: Bank, addresser: object = None) -> SIDGenerator:
-        """The generator for ``bank`` (``addresser``: a run's override of the config's)."""
+    def __call__(
+        self, bank: Bank, addresser: object = None, allowed: AllowedMode | None = None
+    ) -> SIDGenerator:
+        """The generator for ``bank`` (``addresser``, ``allowed``: a run's overrides of the
+        config's)."""
         config = self.config
         if addresser is not None and addresser != config.addresser:
             config = dataclasses.replace(config, addresser=check_addresser(addresser))  # type: ignore[type-var]
-        key = f"{id(bank.store)}:{bank.bank_id}:{config.addresser}"
+        if allowed is not None and allowed != config.allowed:
+            config = dataclasses.replace(config, allowed=allowed)  # type: ignore[type-var]
+        key = f"{id(bank.store)}:{bank.bank_id}:{config.addresser}:{config.allowed}"
         with self._lock:
             if key not in self._generators:
                 self._generators[key] = self.factory(bank, config)

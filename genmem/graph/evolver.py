@@ -624,9 +624,12 @@ class EvolverNodes(AddressingNodes):
                 "not fit to store)",
             )
             return {**fresh, "sid": None, **_rejection(exc, None)}
-        # With a writer, the address is the experience's, as a seed bank places its entries:
-        # a run's payload lands on (or near) the entries like it.
-        generator = self.generator_for(bank, context.get("addresser"))
+        # With a writer, the address is the experience's, as a seed bank places its entries,
+        # and among the occupied slots once there are any: the run's procedure meets the
+        # nearest one like it (retain, replace or merge) instead of landing beside it as a
+        # near-copy the gate refuses.
+        allowed = "occupied" if writer is not None and bank.stats().entries else None
+        generator = self.generator_for(bank, context.get("addresser"), allowed)
         candidates = generator.generate(experience or task, k=self.config.beam)
         fresh["addresser"] = addresser_name(generator)
         fresh["candidates"] = [c.model_dump() for c in candidates]

@@ -12,6 +12,7 @@ import pytest
 from genmem.graph.evolver import EvolverConfig, build_evolver_graph
 from genmem.graph.trajectory import StepRecord, Trajectory
 from genmem.memory.location import open_bank
+from genmem.memory.records import Update
 from genmem.memory.sid import SID
 from genmem.policies.experience_writer import (
     ExperienceWriter,
@@ -132,3 +133,26 @@ def test_candidates_and_choice_on_bad_input() -> None:
         writer.candidates("  ", OLD)
     with pytest.raises(ValueError, match="at least one candidate"):
         choose_candidate(FakeChat(responses=[]), [], [])
+
+
+def test_with_a_writer_the_address_is_among_occupied_slots_once_there_are_any(tmp_path) -> None:
+    """The run's experience meets the nearest entry like it; an empty bank is addressed anywhere."""
+    asked: list[str] = []
+
+    def factory(bank, config):
+        asked.append(config.allowed)
+        return FixedGenerator([A if config.allowed == "occupied" else FAR])
+
+    for url, allowed in ((one_entry_bank(tmp_path / "one", OLD), "occupied"), (None, "all")):
+        if url is None:  # an empty bank of the same spec
+            url = one_entry_bank(tmp_path / "empty", OLD)
+            bank = open_bank(url)
+            bank.apply(Update(op="revise", sid=str(A), payload=""))  # delete: no entries left
+        graph = build_evolver_graph(
+            ScoringChat(prefer=["merge"]), sid_generator=factory,
+            config=EvolverConfig(writer=_writer()),
+        )  # fmt: skip
+        state = {"query": TRAJECTORY.query, "trajectory": TRAJECTORY.model_dump()}
+        out = graph.compile().invoke(state, context={"bank_url": url})
+        assert asked[-1] == allowed
+        assert out["update"]["outcome"] == ("revised" if allowed == "occupied" else "inserted")
