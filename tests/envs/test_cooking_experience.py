@@ -376,3 +376,37 @@ def test_a_run_through_the_game_tools_is_distilled_as_its_plays(games) -> None:
     blind = _run_of(game_file, [["inventory", "look"]])
     assert writer.distil("cook", blind, "failure") is None
     assert writer.distil("cook", "a trajectory as text", None) is None
+
+
+@pytest.mark.slow
+def test_the_default_model_chooses_among_the_writers_candidates(games, tmp_path) -> None:
+    """MemEvolver on the real default model with the template writer: a won run of one game,
+    the slot holding another game's seeded procedure; the model picks retain, replace or merge
+    by likelihood, the gate passes it and the log names the writer."""
+    from genmem.envs.cooking_experience import cooking_writer
+    from genmem.graph.evolver import EvolverConfig, build_evolver_graph
+    from genmem.memory.location import open_bank
+    from genmem.policies.chat_local import ChatLocal
+    from tests.fakes import FixedGenerator
+    from tests.graph._banks import A, one_entry_bank
+
+    stored = cooking_experience(*_row(*games[1]))
+    url = one_entry_bank(tmp_path, stored, name="cooking")
+    record, game_file = games[0]
+    run = _run_of(game_file, [record.walkthrough])
+    config = EvolverConfig(writer=cooking_writer())
+    graph = build_evolver_graph(ChatLocal(), sid_generator=FixedGenerator([A]), config=config)
+    state = {"query": record.intro, "trajectory": run, "outcome": "success"}
+    out = graph.compile().invoke(state, context={"bank_url": url})
+    choice = out["write_choice"]
+    assert choice["chooser"] == "likelihood"
+    assert choice["candidates"] == ["retain", "replace", "merge"]
+    assert set(choice["scores"]) == set(choice["candidates"]) and out["error"] is None
+    assert all(s < 0 for s in choice["scores"].values())  # log-probabilities per token
+    entry = open_bank(url).get(A)
+    expected = {"retain": stored, "replace": out["experience"]}
+    if choice["chosen"] in expected:
+        assert entry.payload == expected[choice["chosen"]]
+    else:  # merge: both plays' counts
+        assert parse_procedure(entry.payload).won == 2
+    assert open_bank(url).events()[-1].actor == "mem_evolver/template"
