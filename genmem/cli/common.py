@@ -84,7 +84,9 @@ def add_budget_arguments(p: argparse.ArgumentParser, *, max_steps: int = DEFAULT
 def add_interactor_argument(p: argparse.ArgumentParser) -> None:
     """``--interactor``, ``--rank-score``, ``--prior-weight`` and ``--writer``: how the
     game-playing sub-agent acts and who writes what it learnt (the same in every command)."""
-    add_field_flags(p, GraphRunConfig, ["interactor", "rank_score", "prior_weight", "writer"])
+    add_field_flags(
+        p, GraphRunConfig, ["interactor", "rank_score", "prior_weight", "writer", "rewrite"]
+    )
 
 
 def check_interactor(args: argparse.Namespace) -> None:

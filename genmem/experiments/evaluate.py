@@ -279,6 +279,7 @@ def evaluate(
                         rerank=settings.rerank and settings.candidates > 1,
                         allowed=settings.allowed,
                         addresser=settings.addresser,
+                        rewrite=settings.rewrite,
                     ),
                     evolver_config=EvolverConfig(
                         addresser=settings.addresser, writer=settings.experience_writer(env)

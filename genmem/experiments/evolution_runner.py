@@ -60,6 +60,7 @@ class EvolveRunner:
                 rerank=cfg.rerank and beam > 1,
                 allowed=cfg.allowed,
                 addresser=cfg.addresser,
+                rewrite=cfg.rewrite,
             ),
             evolver_config=EvolverConfig(
                 addresser=cfg.addresser, writer=cfg.experience_writer(self.env)

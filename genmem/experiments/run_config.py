@@ -83,6 +83,12 @@ class GraphRunConfig(BaseModel):
         description="Weight of the environment's action prior (a retrieved cooking procedure's "
         "templates and rules) added to --interactor rank's scores; 0 turns it off.",
     )
+    rewrite: bool = Field(
+        default=True,
+        description="MemRetriever rewrites the entry it read for the task (the paper); without "
+        "it the planner gets the entry as stored, as when the gate refuses a rewrite, and the "
+        "run skips that model call.",
+    )
     writer: Literal["auto", "model", "template"] = Field(
         default="auto",
         description="Who writes MemEvolver's payloads: model (the paper), template (the "

@@ -121,6 +121,10 @@ class RetrieverConfig:
     lookup: Literal["chosen", "candidates"] = "chosen"
     """Look up the chosen SID only (the default), or every candidate, in ranked order (what
     the SID-symbol experiment's text conditions read with ``beam`` = k)."""
+    rewrite: bool = True
+    """Have the model rewrite what the lookup returned for the task (the paper). False: the
+    planner gets the entry read, as stored, as it does when the gate refuses a rewrite; no model
+    call (support_source ``entry``, support_refused ``skipped``)."""
 
     def __post_init__(self) -> None:
         check_addresser(self.addresser)
@@ -172,6 +176,17 @@ def _support(
     query = state.get("query") or ""
     checked = checked_support(extract_answer(str(reply.content)), query, retrieved)
     return {"messages": [reply], "retrieved": retrieved, **checked}  # type: ignore[typeddict-item]
+
+
+def _as_stored(retrieved: list[dict[str, Any]]) -> RetrieverState:
+    """The support without a rewrite: the first entry read, as stored."""
+    entry = str(retrieved[0].get("payload") or "").strip()
+    return {
+        "retrieved": retrieved,
+        "support": entry or NO_MEMORY_ANSWER,
+        "support_source": "entry" if entry else "none",
+        "support_refused": "skipped",
+    }  # type: ignore[typeddict-item]
 
 
 class RetrieverNodes(AddressingNodes):
@@ -234,6 +249,8 @@ class RetrieverNodes(AddressingNodes):
         retrieved = _retrieved(state)
         if not retrieved:
             return {"retrieved": [], "support": NO_MEMORY_ANSWER, "support_source": "none"}
+        if not self.config.rewrite:
+            return _as_stored(retrieved)
         return _support(state, self.chat.invoke(state["messages"]), retrieved)
 
     async def arewrite(self, state: RetrieverState) -> RetrieverState:
@@ -241,6 +258,8 @@ class RetrieverNodes(AddressingNodes):
         retrieved = _retrieved(state)
         if not retrieved:
             return {"retrieved": [], "support": NO_MEMORY_ANSWER, "support_source": "none"}
+        if not self.config.rewrite:
+            return _as_stored(retrieved)
         return _support(state, await self.chat.ainvoke(state["messages"]), retrieved)
 
     @staticmethod

@@ -69,6 +69,16 @@ def test_a_refused_rewrite_gives_the_planner_the_entry(bank_url, reply, reason) 
     assert any(m.content == reply for m in out["messages"] if isinstance(m, AIMessage))
 
 
+def test_without_a_rewrite_the_planner_gets_the_entry_and_the_model_is_not_asked(bank_url):
+    chat = FakeChat(responses=[])  # raises if called
+    config = RetrieverConfig(rewrite=False)
+    out = _run(
+        build_retriever_graph(chat, sid_generator=FixedGenerator([A]), config=config), bank_url
+    )
+    assert out["support"] == out["retrieved"][0]["payload"] and chat.prompts == []
+    assert out["support_source"] == "entry" and out["support_refused"] == "skipped"
+
+
 def test_nothing_retrieved_gives_the_fixed_answer_without_the_model(tmp_path) -> None:
     SQLiteBankStore(tmp_path / "empty.db").create_bank(
         "default", spec=DEFAULT_SPEC, codebook_hash=TEST_HASH
