@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{result['games']} cooking-valid games, sid + prior x {args.prior_weight}")
     for name in arms:
         print(f"  {name:>10}: {seconds[name]:7.1f} s, won {result['won'][name]}")
-    print(f"  speedup {result['speedup']}x; same outcome, steps and support: {same} of {len(pairs)}")
+    print(f"  speedup {result['speedup']}x; same outcome, steps, support: {same} of {len(pairs)}")
     print(f"  rewrites the gate refused: {result['rewrites_refused']}; load {result['load']:.1f}")
     return 0
 
