@@ -75,8 +75,10 @@ def test_the_report_says_a_win_after_a_write_only_when_it_happened() -> None:
     assert "g1 wrote" in _shown(lost_then_won)
     never_lost = [game(1, True, "v1", "revised"), game(2, True, "v2", "revised")]
     assert _shown(never_lost).startswith("No game was won after reading what an earlier game")
-    no_write = [game(1, False, None, None), game(2, True, "v1", None)]
-    assert "did not change an outcome" in _shown(no_write)
+    retained = [game(1, False, None, "retained"), game(2, True, "v1", "retained")]
+    said = _shown(retained, seeded=2)
+    assert "updates: retained 2" in said and "does not show the agent learning" in said
+    assert "seeded training procedure" in said and "seeded" not in _shown(retained)
 
 
 def test_bad_demo_settings_are_refused(capsys) -> None:
