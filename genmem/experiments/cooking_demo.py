@@ -105,7 +105,8 @@ def run_cooking_demo(
 ) -> CookingDemoReport:
     """Play ``config.games`` cooking-valid games in order through the closed loop, on a bank
     seeded from ``config.seed_games`` training walkthroughs that each game's update writes to;
-    ``out`` is emptied of an earlier demo first.
+    what an earlier demo wrote in ``out`` (``start.db``, ``games/``) is removed first, nothing
+    else.
 
     Args:
         config: How many games, which, the prior's weight and the model.
@@ -121,8 +122,11 @@ def run_cooking_demo(
     from genmem.memory.rqkmeans import Codebooks
 
     started = time.perf_counter()
-    shutil.rmtree(out, ignore_errors=True)  # a demo always starts over
-    out.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)
+    # a demo always starts over: only what an earlier demo wrote here goes
+    shutil.rmtree(out / "games", ignore_errors=True)
+    for name in ("start.db", "start.db-wal", "start.db-shm"):
+        (out / name).unlink(missing_ok=True)
     codebooks = Codebooks.load(COOKING_CODEBOOKS)
     start = f"sqlite:///{(out / 'start.db').resolve()}?bank=cooking-demo"
     seeded = _seed(start, codebooks, config.seed_games, progress)
@@ -143,12 +147,12 @@ def run_cooking_demo(
     report = evaluate(env, settings, out=out / "games", model=chat, progress=progress)
     records = [EvalRecord.model_validate(r) for r in _records(Path(report.records))]
     bank_url = f"sqlite:///{(out / 'games' / 'banks' / 'sid.db').resolve()}?bank=cooking-demo"
-    games = [_game(r) for r in records]
+    played = [_game(r) for r in records]
     return CookingDemoReport(
-        games=games,
+        games=played,
         seeded=seeded,
         bank_url=bank_url,
-        shown=_shown(games, seeded),
+        shown=_shown(played, seeded),
         seconds=round(time.perf_counter() - started, 1),
         out=str(out),
     )

@@ -42,9 +42,13 @@ def _delegate(messages: list[Any]) -> str:
 def test_games_run_in_order_on_the_bank_the_earlier_ones_wrote(tmp_path, cooking_config) -> None:
     chat = ScoringChat(reply=by_role(team=_delegate, other="<answer>cook it</answer>"))
     config = CookingDemoConfig(games=2, seed_games=1)
-    report = run_cooking_demo(
-        config, tmp_path / "demo", games=_small(cooking_config), chat=chat, progress=False
-    )
+    out = tmp_path / "demo"
+    (out / "games").mkdir(parents=True)
+    (out / "games" / "records.jsonl").write_text("an earlier demo's record\n")
+    (out / "notes.txt").write_text("the user's own file")
+    report = run_cooking_demo(config, out, games=_small(cooking_config), chat=chat, progress=False)
+    # an earlier demo's files went (its records would have been resumed), nothing else did
+    assert (out / "notes.txt").read_text() == "the user's own file"
     assert report.seeded == 1 and len(report.games) == 2
     assert all(g.id.startswith("cook-valid-") and g.error is None for g in report.games)
     bank = open_bank(report.bank_url)
