@@ -27,7 +27,7 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     """Run both arms and print a table (or one JSON object with --json)."""
     from genmem.envs.cooking import CookingConfig, CookingEnvironment
-    from genmem.experiments.evaluate import EvalConfig, EvalRecord, evaluate
+    from genmem.experiments.evaluate import EvalConfig, EvalRecord, evaluate, read_records
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--bank", required=True, help="a cooking bank URL (genmem bank seed)")
@@ -51,8 +51,7 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             report = evaluate(env, settings, out=Path(tmp) / name, progress=not args.json)
             seconds[name] = time.perf_counter() - started
-            lines = Path(report.records).read_text().splitlines()
-            arms[name] = [EvalRecord.model_validate_json(line) for line in lines if line]
+            arms[name] = read_records(Path(report.records))
     pairs = list(zip(arms["rewrite"], arms["no_rewrite"], strict=True))
     same = sum(
         a.success == b.success

@@ -214,7 +214,7 @@ def _setup(args: argparse.Namespace):
     if launched() and getattr(args, "finish", False):
         raise CLIError("--finish merges a checkpoint in one process: run it without a launcher")
     bank = open_bank(args.bank)
-    if bank.stats().entries == 0:
+    if bank.is_empty():
         raise CLIError(f"--bank {args.bank!r} has no entries to train on")
     return preset, bank
 

@@ -118,7 +118,7 @@ def run_cooking_demo(
     """
     from genmem.envs.bundled import COOKING_CODEBOOKS
     from genmem.envs.cooking import CookingConfig, CookingEnvironment
-    from genmem.experiments.evaluate import EvalConfig, EvalRecord, evaluate
+    from genmem.experiments.evaluate import EvalConfig, evaluate, read_records
     from genmem.memory.rqkmeans import Codebooks
 
     started = time.perf_counter()
@@ -145,7 +145,7 @@ def run_cooking_demo(
         rewrite=config.rewrite,
     )
     report = evaluate(env, settings, out=out / "games", model=chat, progress=progress)
-    records = [EvalRecord.model_validate(r) for r in _records(Path(report.records))]
+    records = read_records(Path(report.records))
     bank_url = f"sqlite:///{(out / 'games' / 'banks' / 'sid.db').resolve()}?bank=cooking-demo"
     played = [_game(r) for r in records]
     return CookingDemoReport(
@@ -179,15 +179,9 @@ def _seed(url: str, codebooks: Any, n: int, progress: bool) -> int:
     return built.bank.stats().entries
 
 
-def _records(path: Path) -> list[dict[str, Any]]:
-    import json
-
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def _game(record: EvalRecord) -> DemoGame:
     """A record as the demo shows it (the entry read: its version and the plays behind it)."""
-    exact = next((h for h in record.retrieved if h.get("match_depth") == 4), None)
+    exact = next((h for h in record.retrieved if h.get("sid") == record.sid), None)
     read = None
     if exact is not None:
         payload = str(exact.get("payload") or "")

@@ -111,5 +111,6 @@ class GraphRunConfig(BaseModel):
                 f"--writer template: the {type(env).__name__} environment has no template "
                 "distiller (cooking games do); use --writer model or auto"
             )
-        local = self.model.split(":", 1)[0] == "local"
-        return found if self.writer == "template" or local else None
+        from genmem.policies.addressing import is_local_spec
+
+        return found if self.writer == "template" or is_local_spec(self.model) else None

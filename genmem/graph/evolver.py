@@ -628,7 +628,7 @@ class EvolverNodes(AddressingNodes):
         # and among the occupied slots once there are any: the run's procedure meets the
         # nearest one like it (retain, replace or merge) instead of landing beside it as a
         # near-copy the gate refuses.
-        allowed = "occupied" if writer is not None and bank.stats().entries else None
+        allowed = "occupied" if writer is not None and not bank.is_empty() else None
         generator = self.generator_for(bank, context.get("addresser"), allowed)
         candidates = generator.generate(experience or task, k=self.config.beam)
         fresh["addresser"] = addresser_name(generator)

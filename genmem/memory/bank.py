@@ -170,6 +170,10 @@ class Bank(AsyncBankMethods):
             Entry.from_version(v) for v in self.store.live(self.bank_id, self._prefix(prefix), None)
         ]
 
+    def is_empty(self) -> bool:
+        """Whether no SID holds a live entry (reads at most one row)."""
+        return not self.store.live(self.bank_id, (), 1)
+
     def occupied(self, prefix: SID | str | Sequence[int] = ()) -> list[SID]:
         """Occupied SIDs under a prefix (all by default), in code order."""
         return [

@@ -130,8 +130,11 @@ def test_revision_keeps_every_version(bank: Bank) -> None:
 
 
 def test_deletion_leaves_tombstone_and_frees_slot(bank: Bank) -> None:
+    assert bank.is_empty()
     bank.insert(A, "v1")
+    assert not bank.is_empty()
     r = bank.revise(A, "")
+    assert bank.is_empty()  # a tombstone is not an entry
     assert (r.outcome, r.version_before, r.version_after) == ("deleted", 1, None)
     assert bank.get(A) is None
     hist = bank.history(A)

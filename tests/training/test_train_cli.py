@@ -45,6 +45,16 @@ def test_bad_input_exits_2_and_writes_nothing(
     assert not out.exists()
 
 
+def test_a_bank_with_no_entries_exits_2(tmp_path, capsys) -> None:
+    from tests.graph._banks import A, one_entry_bank
+
+    url = one_entry_bank(tmp_path, "only entry")
+    open_bank(url).revise(A, "")  # deleted: the bank holds a tombstone and nothing else
+    out = tmp_path / "out"
+    assert main(["train", "align", "--bank", url, "--out", str(out)]) == 2
+    assert "has no entries to train on" in capsys.readouterr().err and not out.exists()
+
+
 @pytest.mark.slow
 def test_align_two_steps_then_the_policy_loads_and_generates_sids(
     seed_bank_url, tmp_path, capsys
