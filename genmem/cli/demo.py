@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from genmem.cli.common import add_distill_argument, emit, fail, positive_int
-from genmem.cli.fields import add_field_flags
 from genmem.cli.run import add_loop_arguments, build_loop_app, render_details, render_table
 from genmem.experiments.cooking_demo import CookingDemoConfig
 from genmem.experiments.seed_bank import DEFAULT_SEED_SIZE, MIN_FIT_SIZE, MODEL_SEED_SIZE
@@ -47,8 +46,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         "written before the next (lose, update, win)",
     )
     p.add_argument("--problems", type=positive_int, default=3, help="GSM8K test problems (3)")
-    # --bench cooking's settings, generated from the demo's config fields
-    add_field_flags(p, CookingDemoConfig, ["games", "seed_games"])
+    p.add_argument(
+        "--games",
+        type=positive_int,
+        default=CookingDemoConfig.model_fields["games"].default,
+        help="--bench cooking: games played in order (default "
+        f"{CookingDemoConfig.model_fields['games'].default}, at least 2)",
+    )
+    p.add_argument(
+        "--seed-games",
+        type=int,
+        default=CookingDemoConfig.model_fields["seed_games"].default,
+        help="--bench cooking: training walkthroughs whose procedures seed the bank (default "
+        f"{CookingDemoConfig.model_fields['seed_games'].default}; 0: start empty)",
+    )
     add_distill_argument(p)
     p.add_argument(
         "--seed-size",

@@ -44,15 +44,13 @@ class CookingDemoConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    games: int = Field(
-        default=3, ge=2, le=20, description="--bench cooking: cooking-valid games, in order."
-    )
+    games: int = Field(default=3, ge=2, le=20, description="cooking-valid games, in order.")
     seed_games: int = Field(
         default=2,
         ge=0,
         le=48,
-        description="--bench cooking: cooking-train games whose walkthroughs seed the bank "
-        "(their procedures, by the template distiller); 0 starts from an empty bank.",
+        description="cooking-train games whose walkthroughs seed the bank (their procedures, "
+        "by the template distiller); 0 starts from an empty bank.",
     )
     seed: int = Field(default=0, ge=0, description="Which set of cooking-valid games.")
     prior_weight: float = Field(
