@@ -40,6 +40,7 @@ __all__ = [
     "CookingConfig",
     "CookingEnvironment",
     "CookingRecord",
+    "cooking_game_id",
     "cooking_seed_rows",
     "load_cooking_games",
 ]
@@ -132,6 +133,12 @@ def _winning_commands(path: Path, walkthrough: list[str]) -> tuple[str, list[str
     return intro, played
 
 
+def cooking_game_id(config: CookingConfig, index: int) -> str:
+    """Game ``index``'s id: its split, the settings without the set's size, and the index, so a
+    larger set's first games keep a smaller set's ids (a run extends by ``--games``)."""
+    return f"cook-{config.split}-{config.family_key()[:8]}-{index:03d}"
+
+
 def _generate(config: CookingConfig, folder: Path) -> list[CookingRecord]:
     records = []
     for index in range(config.n_games):
@@ -146,7 +153,7 @@ def _generate(config: CookingConfig, folder: Path) -> list[CookingRecord]:
             CookingRecord.of_game(
                 game,
                 folder / f"{name}.z8",
-                id=f"cook-{config.split}-{config.key()[:8]}-{index:03d}",
+                id=cooking_game_id(config, index),
                 seed=seed,
                 intro=intro,
                 walkthrough=walkthrough,
@@ -167,7 +174,9 @@ def load_cooking_games(config: CookingConfig) -> list[CookingRecord]:
     Returns:
         Their records, in generation order; the same config gives the same games.
     """
-    return cached_game_set(config, lambda folder: _generate(config, folder), CookingRecord)
+    games = cached_game_set(config, lambda folder: _generate(config, folder), CookingRecord)
+    # sets cached before the ids left out the set's size carry the old ids
+    return [g.model_copy(update={"id": cooking_game_id(config, i)}) for i, g in enumerate(games)]
 
 
 def cooking_seed_rows(n: int, *, seed: int = 0) -> list[dict[str, Any]]:

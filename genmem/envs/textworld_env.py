@@ -462,9 +462,18 @@ class GameSetConfig(BaseModel):
 
     def key(self) -> str:
         """Hash of everything that decides the games (not ``max_steps`` nor ``cache_dir``)."""
+        return self._hash({"max_steps", "cache_dir"})
+
+    def family_key(self) -> str:
+        """:meth:`key` without ``n_games``: game i is the same game in a set of any size (its seed
+        is drawn from the set's seed and i alone), so an id built on this names the game, and a
+        larger set's first games keep the ids a smaller set gave them."""
+        return self._hash({"max_steps", "cache_dir", "n_games"})
+
+    def _hash(self, exclude: set[str]) -> str:
         import textworld
 
-        spec = self.model_dump(exclude={"max_steps", "cache_dir"})
+        spec = self.model_dump(exclude=exclude)
         spec |= {"textworld": textworld.__version__, "generator": GENERATOR_VERSION}
         if self.challenge is not None:
             spec["challenge"] = self.challenge

@@ -16,6 +16,7 @@ from genmem.envs.benches import BENCHES, BenchOptions, bench_tasks, open_bench
 from genmem.envs.cooking import (
     CookingConfig,
     CookingEnvironment,
+    cooking_game_id,
     load_cooking_games,
     make_cooking_game,
 )
@@ -40,6 +41,12 @@ def test_generation_is_cached_and_deterministic(cooking_config: CookingConfig) -
     assert again.metadata["recipe"].strip() == record.recipe
     keys = {cooking_config.model_copy(update={"split": s}).key() for s in SPLITS}
     assert len(keys) == 3 and cooking_config.model_copy(update={"cut": True}).key() not in keys
+    # a game's id names its settings and index, not the set's size: a larger set's first
+    # games are the same tasks (an evaluation extends by --games and resumes)
+    larger = cooking_config.model_copy(update={"n_games": 150})
+    assert record.id == cooking_game_id(cooking_config, 0) == cooking_game_id(larger, 0)
+    assert larger.key() != cooking_config.key()  # the folders differ; the games do not
+    assert cooking_game_id(cooking_config.model_copy(update={"cut": True}), 0) != record.id
 
 
 def test_valid_and_test_games_use_no_food_preparation_of_the_train_split(
