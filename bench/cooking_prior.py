@@ -27,7 +27,6 @@ def main(argv: list[str] | None = None) -> int:
     """Run the bench and print a table (or one JSON object with --json)."""
     from genmem.envs.cooking import CookingConfig, load_cooking_games
     from genmem.envs.cooking_experience import (
-        GameView,
         cooking_experience,
         cooking_seed_row,
         distill_procedure,
@@ -36,10 +35,9 @@ def main(argv: list[str] | None = None) -> int:
         parse_recipe,
         play_commands,
         procedure_prior,
-        recipe_note,
         step_of,
+        walkthrough_views,
     )
-    from genmem.envs.textworld_env import TextWorldGame
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--games", type=int, default=48, help="measured games (default 48)")
@@ -77,29 +75,21 @@ def main(argv: list[str] | None = None) -> int:
             play_commands(path, record.walkthrough, game=record.id, split=record.split)
         )
         recipe = parse_recipe(record.recipe)
-        game = TextWorldGame(path)
-        state, played, notes = game.reset(), [], []
-        for command in record.walkthrough:
+        for command, valid, view in walkthrough_views(path, record.walkthrough):
             needed = step_of(own, recipe, command) is not None
             steps += 1
             needed_steps += needed
-            chance += 1 / len(state.commands)
-            view = GameView(played=tuple(played), notes=tuple(notes))
+            chance += 1 / len(valid)
             for arm, proc in procs.items():
-                prior = procedure_prior(proc, state.commands, view)
+                prior = procedure_prior(proc, valid, view)
                 best = max(prior)
-                mine = prior[state.commands.index(command)]
+                mine = prior[valid.index(command)]
                 top = mine == best and best > 0
                 alone = top and prior.count(best) == 1
                 arms[arm][0] += alone
                 arms[arm][1] += top
                 arms[arm][2] += alone and needed
                 arms[arm][3] += needed
-            state = game.step(command)
-            played.append(command)
-            if not notes and (note := recipe_note([state.observation])):
-                notes.append(note)
-        game.close()
     report = {
         "split": args.split,
         **shape,

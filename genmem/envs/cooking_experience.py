@@ -60,9 +60,11 @@ __all__ = [
     "parse_recipe",
     "play_commands",
     "plays_of_run",
+    "prior_ranks_first",
     "procedure_prior",
     "recipe_note",
     "step_of",
+    "walkthrough_views",
 ]
 
 WRITER = "template"
@@ -791,6 +793,43 @@ def procedure_prior(
         break
     _pitfall_penalty(procedure, recipe, valid, played, scores)
     return scores
+
+
+def walkthrough_views(
+    game_file: str | Path, commands: Sequence[str]
+) -> list[tuple[str, tuple[str, ...], GameView]]:
+    """Teacher forcing: before each of ``commands`` (a walkthrough), the command, the game's
+    valid commands then, and the view a prior reads (the commands before it, the recipe once
+    read). The commands are played in the compiled game in order."""
+    from genmem.envs.textworld_env import TextWorldGame
+
+    game = TextWorldGame(Path(game_file))
+    out: list[tuple[str, tuple[str, ...], GameView]] = []
+    try:
+        state, played, notes = game.reset(), [], []
+        for command in commands:
+            out.append((command, tuple(state.commands), GameView(tuple(played), tuple(notes))))
+            state = game.step(command)
+            played.append(command)
+            if not notes and (note := recipe_note([state.observation])):
+                notes.append(note)
+    finally:
+        game.close()
+    return out
+
+
+def prior_ranks_first(
+    procedure: CookingProcedure, views: Sequence[tuple[str, Sequence[str], GameView]]
+) -> int:
+    """How many of the ``views``' commands (:func:`walkthrough_views`) the procedure's prior
+    alone ranks first among the valid commands: the highest bonus, above 0, shared with none."""
+    first = 0
+    for command, valid, view in views:
+        prior = procedure_prior(procedure, valid, view)
+        best = max(prior)
+        mine = prior[list(valid).index(command)]
+        first += mine == best and best > 0 and prior.count(best) == 1
+    return first
 
 
 def _prerequisite_bonus(

@@ -78,6 +78,7 @@ from genmem.memory.sid import SIDSpec
 from genmem.policies.addressing import Addresser, addresser_name, check_addresser
 from genmem.policies.backends import load_chat_model
 from genmem.policies.chat_local import content_text
+from genmem.policies.choice_scoring import SCORE_RULES, ScoreRule
 from genmem.policies.experience_writer import ExperienceWriter, choose_candidate
 from genmem.policies.json_reply import aask_json, accepts_json_schema, ask_json
 from genmem.policies.prompts import (
@@ -86,6 +87,7 @@ from genmem.policies.prompts import (
     evolver_decision_request,
     evolver_prompt,
     evolver_rejection_message,
+    evolver_stateless_choice_request,
     evolver_user_message,
 )
 from genmem.policies.types import AllowedMode, SIDGenerator
@@ -197,9 +199,17 @@ class EvolverConfig:
     then only chooses among its candidates (:mod:`genmem.policies.experience_writer`); a run it
     finds nothing in is not written (a ``nothing_to_write`` rejection). None: the model writes
     (the paper)."""
+    choice_rule: ScoreRule = "mean"
+    """How the model's choice among a writer's candidates ranks each label's log-probability
+    as its reply: ``mean`` per token, ``sum``, or ``calibrated`` (minus the label's after the
+    request with nothing shown) (:func:`~genmem.policies.experience_writer.choose_candidate`)."""
 
     def __post_init__(self) -> None:
         check_addresser(self.addresser)
+        if self.choice_rule not in SCORE_RULES:
+            raise ValueError(
+                f"choice_rule={self.choice_rule!r}: use one of {', '.join(SCORE_RULES)}"
+            )
         if not 1 <= self.beam <= 50:
             raise ValueError(f"beam={self.beam}: use 1 (greedy) to 50")
         if self.allowed not in ("all", "occupied", "prefix"):
@@ -696,7 +706,13 @@ class EvolverNodes(AddressingNodes):
         if len(candidates) > 1:
             listed = [(c.label, c.payload) for c in candidates]
             asked.append(HumanMessage(evolver_choice_request(sid, listed)))
-        choice = choose_candidate(self.chat, [*messages, *asked], candidates)
+        stateless = [
+            *messages[:1],  # the evolver's system prompt
+            HumanMessage(evolver_stateless_choice_request([c.label for c in candidates])),
+        ]
+        choice = choose_candidate(
+            self.chat, [*messages, *asked], candidates, self.config.choice_rule, stateless
+        )
         pick = candidates[choice.index]
         scores = dict(zip([c.label for c in candidates], choice.scores, strict=False))
         how = {"only": "the only candidate", "rule": "chosen by rule"}.get(

@@ -93,6 +93,7 @@ def choose_candidate(
     messages: Sequence[Any],
     candidates: Sequence[WriteCandidate],
     rule: ScoreRule = "mean",
+    stateless: Sequence[Any] | None = None,
 ) -> WriteChoice:
     """The candidate the model's reply most likely names, after ``messages`` (which show the
     candidates and ask for one of their labels).
@@ -102,19 +103,26 @@ def choose_candidate(
             scores the labels, any other gets the rule (``merge`` when offered).
         messages: The conversation ending with the request that lists the candidates.
         candidates: What the slot admits (:meth:`ExperienceWriter.candidates`).
-        rule: How label log-probabilities are ranked (:func:`rank_scores`).
+        rule: How label log-probabilities are ranked (:func:`rank_scores`): ``mean`` per
+            token, ``sum``, or ``calibrated`` (the sum minus the label's after ``stateless``).
+        stateless: The conversation a ``calibrated`` choice subtracts: the request with no slot,
+            run or candidate shown (the labels' own likelihood as a reply).
 
     Raises:
-        ValueError: no candidates.
+        ValueError: no candidates, or ``calibrated`` without ``stateless``.
     """
     if not candidates:
         raise ValueError("choose_candidate needs at least one candidate")
+    if rule == "calibrated" and stateless is None:
+        raise ValueError("a calibrated choice needs the stateless conversation to subtract")
     if len(candidates) == 1:
         return WriteChoice(0, "only")
     labels = [c.label for c in candidates]
     scorer = getattr(chat, "choice_logprobs", None)
     if callable(scorer):
-        scores = rank_scores(rule, scorer(list(messages), labels))
+        calibrate = rule == "calibrated" and stateless is not None
+        base = scorer(list(stateless or ()), labels) if calibrate else None
+        scores = rank_scores(rule, scorer(list(messages), labels), base)
         best = max(range(len(scores)), key=lambda i: (scores[i], -i))
         return WriteChoice(best, "likelihood", tuple(float(s) for s in scores))
     return WriteChoice(labels.index("merge") if "merge" in labels else len(labels) - 1, "rule")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 
 import pytest
 
@@ -37,9 +36,10 @@ from genmem.envs.cooking_experience import (
     parse_procedure,
     parse_recipe,
     play_commands,
+    prior_ranks_first,
     procedure_prior,
-    recipe_note,
     step_of,
+    walkthrough_views,
 )
 from genmem.envs.textworld_env import TextWorldGame
 from genmem.memory.gate import check_payload
@@ -62,21 +62,19 @@ def _row(record: CookingRecord, game_file: str) -> tuple[str, dict]:
     return row["question"], row["answer"]
 
 
-def _teacher_forced(
-    record: CookingRecord, game_file: str
-) -> Iterator[tuple[str, tuple[str, ...], GameView]]:
-    """Each walkthrough command with the valid commands and the view before it is played."""
-    game = TextWorldGame(game_file)  # type: ignore[arg-type]
-    try:
-        state, played, notes = game.reset(), [], []
-        for command in record.walkthrough:
-            yield command, state.commands, GameView(played=tuple(played), notes=tuple(notes))
-            state = game.step(command)
-            played.append(command)
-            if not notes and (note := recipe_note([state.observation])):
-                notes.append(note)
-    finally:
-        game.close()
+def test_prior_ranks_first_counts_the_walkthrough_commands_the_prior_alone_puts_on_top(
+    games, procedures
+) -> None:
+    """The measure a choice among procedures is judged by: another game's procedure ranks most
+    of game 1's walkthrough first; one that lost its rules ranks fewer; no steps rank none."""
+    record, game_file = games[1]
+    views = walkthrough_views(game_file, record.walkthrough)
+    assert [c for c, _, _ in views] == record.walkthrough
+    assert views[0][2] == GameView() and "examine cookbook" in views[0][1]
+    full = prior_ranks_first(procedures[0], views)
+    no_rules = procedures[0].model_copy(update={"rules": ()})
+    assert len(views) > full > prior_ranks_first(no_rules, views) > 0
+    assert prior_ranks_first(CookingProcedure(steps=()), views) == 0
 
 
 def test_the_won_walkthrough_becomes_role_level_steps_with_their_cookbook_lines(games) -> None:
@@ -169,7 +167,7 @@ def test_the_prior_ranks_another_games_next_step_first_and_its_pitfalls_last(
     teacher, own = procedures[0], procedures[1]
     recipe = parse_recipe(record.recipe)
     needed = first = twice = wrong = 0
-    for command, valid, view in _teacher_forced(record, game_file):
+    for command, valid, view in walkthrough_views(game_file, record.walkthrough):
         prior = procedure_prior(teacher, valid, view)
         assert len(prior) == len(valid)
         best = max(prior)
@@ -280,7 +278,7 @@ def test_the_ranker_reads_a_retrieved_procedure_and_ignores_other_text(games, pr
 
     record, game_file = games[1]
     text = procedures[0].render() + "\n\n" + procedures[0].render()
-    for _command, valid, view in _teacher_forced(record, game_file):
+    for _command, valid, view in walkthrough_views(game_file, record.walkthrough):
         episode_view = {"history": list(view.played), "notes": list(view.notes)}
         got = experience_prior(text, valid, episode_view)
         assert got == procedure_prior(procedures[0], valid, view)

@@ -42,11 +42,15 @@ def _writer(lesson: str | None = LESSON) -> ExperienceWriter:
 
 
 def _run(
-    chat: Any, sid: SID, url: str, writer: ExperienceWriter | None, gen: Any = None
+    chat: Any,
+    sid: SID,
+    url: str,
+    writer: ExperienceWriter | None,
+    gen: Any = None,
+    rule: str = "mean",
 ) -> dict[str, Any]:
-    graph = build_evolver_graph(
-        chat, sid_generator=gen or FixedGenerator([sid]), config=EvolverConfig(writer=writer)
-    )
+    config = EvolverConfig(writer=writer, choice_rule=rule)  # type: ignore[arg-type]
+    graph = build_evolver_graph(chat, sid_generator=gen or FixedGenerator([sid]), config=config)
     state = {"query": TRAJECTORY.query, "trajectory": TRAJECTORY.model_dump()}
     return graph.compile().invoke({**state, "outcome": "success"}, context={"bank_url": url})
 
@@ -98,6 +102,38 @@ def test_an_occupied_slot_gets_the_candidate_the_model_scores_highest(
     assert f"{prefer[0]}, the model's choice by likelihood" in out["decision"]["analysis"]
 
 
+class _LabelBias(ScoringChat):
+    """Likes ``retain`` whatever it is shown (its score with nothing shown is higher still)."""
+
+    def choice_logprobs(self, messages: Any, choices: Any) -> list[Any]:
+        from genmem.policies.choice_scoring import ChoiceLogProb
+
+        self.scored.append(list(messages))
+        nothing_shown = "<retain>" not in str(messages[-1].content)
+        table = (
+            {"retain": -0.5, "replace": -3.0, "merge": -4.0}
+            if nothing_shown
+            else {"retain": -1.0, "replace": -3.0, "merge": -2.0}
+        )
+        return [ChoiceLogProb(table[c], 1) for c in choices]
+
+
+@pytest.mark.parametrize(("rule", "chosen"), [("mean", "retain"), ("calibrated", "merge")])
+def test_a_calibrated_choice_subtracts_each_labels_score_with_nothing_shown(
+    bank_url, rule, chosen
+) -> None:
+    """``calibrated``: retain -1 - (-0.5), replace -3 - (-3), merge -2 - (-4): merge."""
+    chat = _LabelBias()
+    out = _run(chat, A, bank_url, _writer(), rule=rule)
+    assert out["write_choice"]["chosen"] == chosen
+    assert len(chat.scored) == (2 if rule == "calibrated" else 1)
+    if rule == "calibrated":
+        assert out["write_choice"]["scores"] == {"retain": -0.5, "replace": 0.0, "merge": 2.0}
+        stateless = chat.scored[0]  # the system prompt, then the request with nothing shown
+        assert len(stateless) == 2 and OLD not in str(stateless[-1].content)
+        assert "Answer with one word: retain, replace, merge" in str(stateless[-1].content)
+
+
 def test_a_model_that_cannot_score_gets_merge_by_rule(bank_url) -> None:
     out = _run(FakeChat(responses=[]), A, bank_url, _writer())
     assert out["write_choice"]["chooser"] == "rule" and out["write_choice"]["chosen"] == "merge"
@@ -133,6 +169,10 @@ def test_candidates_and_choice_on_bad_input() -> None:
         writer.candidates("  ", OLD)
     with pytest.raises(ValueError, match="at least one candidate"):
         choose_candidate(FakeChat(responses=[]), [], [])
+    with pytest.raises(ValueError, match="stateless conversation"):
+        choose_candidate(ScoringChat(), [], writer.candidates(LESSON, OLD), "calibrated")
+    with pytest.raises(ValueError, match="choice_rule='best'"):
+        EvolverConfig(choice_rule="best")  # type: ignore[arg-type]
 
 
 def test_with_a_writer_the_address_is_among_occupied_slots_once_there_are_any(tmp_path) -> None:
