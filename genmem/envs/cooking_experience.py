@@ -270,9 +270,16 @@ class Pitfall(BaseModel):
     template: str = Field(description="The losing command with roles.")
     kind: Literal["again", "wrong", "always"] = Field(
         description="'again': the same step done a second time; 'wrong': the step with another "
-        "appliance or cut than the recipe's rule; 'always': the command itself."
+        "appliance or cut than the recipe's rule (or, with ``verb``, this appliance or cut for "
+        "that recipe verb); 'always': the command itself."
     )
     message: str = Field(description="What the game said, ingredient as a role.")
+    verb: str | None = Field(
+        default=None,
+        description="The recipe verb the command went against when no rule for it was known "
+        "('roast' for 'cook {food} with stove'): the command loses for foods the recipe says "
+        "to prepare that way.",
+    )
 
 
 class CookingProcedure(BaseModel):
@@ -325,13 +332,15 @@ _QUALIFIER = {"again": " a second time", "wrong": " against the rules", "always"
 
 
 def _pitfall_text(p: Pitfall) -> str:
-    return f'{p.template}{_QUALIFIER[p.kind]} lost ("{p.message}")'
+    qualifier = f" where the recipe says {p.verb}" if p.verb else _QUALIFIER[p.kind]
+    return f'{p.template}{qualifier} lost ("{p.message}")'
 
 
 _STEP_TEXT = re.compile(r"^(?P<t>.+?)(?: \((?:(?P<recipe>shows the recipe)|before (?P<en>.+))\))?$")
 _RULE_TEXT = re.compile(r'^(?P<verb>\S+) = (?P<cmd>.+?) \("(?P<line>[^"]*)"\)$')
 _PITFALL_TEXT = re.compile(
-    r'^(?P<t>.+?)(?P<q> a second time| against the rules)? lost \("(?P<m>[^"]*)"\)$'
+    r"^(?P<t>.+?)(?P<q> a second time| against the rules| where the recipe says (?P<v>\w+))?"
+    r' lost \("(?P<m>[^"]*)"\)$'
 )
 _PLAYS = re.compile(r"(\d+) (won|lost)\b")
 
@@ -373,10 +382,10 @@ def parse_procedure(text: str) -> CookingProcedure:
             for item in _items(line, "Pitfalls: ", "; "):
                 if m := _PITFALL_TEXT.match(item):
                     kind = {" a second time": "again", " against the rules": "wrong"}.get(
-                        m["q"] or "", "always"
+                        m["q"] or "", "wrong" if m["v"] else "always"
                     )
                     current["pitfalls"].append(
-                        Pitfall(template=m["t"], kind=kind, message=m["m"])  # type: ignore[arg-type]
+                        Pitfall(template=m["t"], kind=kind, message=m["m"], verb=m["v"])  # type: ignore[arg-type]
                     )
     if current is not None:
         parts.append(_procedure(current))
@@ -429,7 +438,7 @@ def merge_procedures(procedures: Sequence[CookingProcedure]) -> CookingProcedure
         steps=tuple(steps),
         rules=unique((r for p in procedures for r in p.rules), key=lambda r: r.verb),
         pitfalls=unique(
-            (x for p in procedures for x in p.pitfalls), key=lambda x: (x.template, x.kind)
+            (x for p in procedures for x in p.pitfalls), key=lambda x: (x.template, x.kind, x.verb)
         ),
         places=unique(x for p in procedures for x in p.places),
         won=sum(p.won for p in procedures),
@@ -606,7 +615,27 @@ def _pitfall(
             kind = "again"
         elif _WITH.match(last) and right and last not in right:
             kind = "wrong"
+        elif (m := _WITH.match(last)) and not right and (line := _line_for(recipe, food, m)):
+            # no rule known for the verb: this appliance or cut loses for it (not in general)
+            return Pitfall(
+                template=f"{m['verb']} {{food}} with {m['tool']}",
+                kind="wrong",
+                message=text,
+                verb=line.verb,
+            )
     return Pitfall(template=template, kind=kind, message=text)
+
+
+_CUT_VERBS = frozenset({"slice", "dice", "chop"})
+"""The recipe verbs a knife carries out (TextWorld's cooking games); the others need heat."""
+
+
+def _line_for(recipe: Recipe, food: str, command: re.Match[str]) -> Direction | None:
+    """The recipe line of ``food`` that a ``<verb> <food> with <tool>`` command was an attempt
+    at: a cut line for the knife, else a line that needs heat."""
+    knife = command["tool"] == "knife" or command["verb"] in _CUT_VERBS
+    lines = [d for d in recipe.of(food) if (d.verb in _CUT_VERBS) == knife]
+    return lines[0] if lines else None
 
 
 # --- the action prior ---------------------------------------------------------------------
@@ -871,6 +900,16 @@ def _pitfall_penalty(
             if pitfall.kind == "again":
                 if not any(pattern.fullmatch(c) for c in played):
                     continue
+            elif pitfall.verb is not None:
+                if food is None or pitfall.verb not in {d.verb for d in recipe.of(food)}:
+                    continue  # this food is not prepared that way: the command may be right
+                rule = procedure.rule(pitfall.verb)
+                for k, c in enumerate(valid):
+                    if pattern.fullmatch(c) and (
+                        rule is None or c != rule.command.replace("{food}", food)
+                    ):
+                        scores[k] = PITFALL_PENALTY
+                continue
             elif pitfall.kind == "wrong":
                 right = {
                     r.command.replace("{food}", food or "")

@@ -78,8 +78,12 @@ from genmem.memory.sid import SIDSpec
 from genmem.policies.addressing import Addresser, addresser_name, check_addresser
 from genmem.policies.backends import load_chat_model
 from genmem.policies.chat_local import content_text
-from genmem.policies.choice_scoring import SCORE_RULES, ScoreRule
-from genmem.policies.experience_writer import ExperienceWriter, choose_candidate
+from genmem.policies.experience_writer import (
+    CHOICE_RULES,
+    ChoiceRule,
+    ExperienceWriter,
+    choose_candidate,
+)
 from genmem.policies.json_reply import aask_json, accepts_json_schema, ask_json
 from genmem.policies.prompts import (
     EvolverDecision,
@@ -199,16 +203,17 @@ class EvolverConfig:
     then only chooses among its candidates (:mod:`genmem.policies.experience_writer`); a run it
     finds nothing in is not written (a ``nothing_to_write`` rejection). None: the model writes
     (the paper)."""
-    choice_rule: ScoreRule = "mean"
-    """How the model's choice among a writer's candidates ranks each label's log-probability
-    as its reply: ``mean`` per token, ``sum``, or ``calibrated`` (minus the label's after the
-    request with nothing shown) (:func:`~genmem.policies.experience_writer.choose_candidate`)."""
+    choice_rule: ChoiceRule = "mean"
+    """How the choice among a writer's candidates is made: by each label's log-probability as
+    the model's reply (``mean`` per token, ``sum``, or ``calibrated``: minus the label's after
+    the request with nothing shown), or ``writer`` (no model: merge, else retain)
+    (:func:`~genmem.policies.experience_writer.choose_candidate`)."""
 
     def __post_init__(self) -> None:
         check_addresser(self.addresser)
-        if self.choice_rule not in SCORE_RULES:
+        if self.choice_rule not in CHOICE_RULES:
             raise ValueError(
-                f"choice_rule={self.choice_rule!r}: use one of {', '.join(SCORE_RULES)}"
+                f"choice_rule={self.choice_rule!r}: use one of {', '.join(CHOICE_RULES)}"
             )
         if not 1 <= self.beam <= 50:
             raise ValueError(f"beam={self.beam}: use 1 (greedy) to 50")
@@ -715,7 +720,7 @@ class EvolverNodes(AddressingNodes):
         )
         pick = candidates[choice.index]
         scores = dict(zip([c.label for c in candidates], choice.scores, strict=False))
-        how = {"only": "the only candidate", "rule": "chosen by rule"}.get(
+        how = {"only": "the only candidate", "rule": "the writer's rule: merge, else retain"}.get(
             choice.chooser, f"the model's choice by likelihood ({_scores_text(scores)})"
         )
         decision = EvolverDecision(

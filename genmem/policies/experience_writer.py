@@ -23,14 +23,17 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from genmem.memory.records import Op
-from genmem.policies.choice_scoring import ScoreRule, rank_scores
+from genmem.policies.choice_scoring import SCORE_RULES, ScoreRule, rank_scores
 
 __all__ = [
+    "CHOICE_RULES",
+    "ChoiceRule",
     "ExperienceWriter",
     "WriteCandidate",
     "WriteChoice",
     "WriteLabel",
     "choose_candidate",
+    "writer_pick",
 ]
 
 WriteLabel = Literal["insert", "retain", "replace", "merge"]
@@ -88,11 +91,24 @@ class WriteChoice:
     scores: tuple[float, ...] = ()
 
 
+ChoiceRule = ScoreRule | Literal["writer"]
+"""How a candidate is chosen: a rule over the model's label log-probabilities, or ``writer``
+(no model: ``merge`` when offered, else ``retain``, else the only candidate)."""
+CHOICE_RULES: tuple[str, ...] = (*SCORE_RULES, "writer")
+
+
+def writer_pick(candidates: Sequence[WriteCandidate]) -> int:
+    """The ``writer`` rule's pick: ``merge`` (both texts kept) when offered, else ``retain``
+    (the stored entry kept), else the first candidate."""
+    labels = [c.label for c in candidates]
+    return next((labels.index(lab) for lab in ("merge", "retain") if lab in labels), 0)
+
+
 def choose_candidate(
     chat: Any,
     messages: Sequence[Any],
     candidates: Sequence[WriteCandidate],
-    rule: ScoreRule = "mean",
+    rule: ChoiceRule = "mean",
     stateless: Sequence[Any] | None = None,
 ) -> WriteChoice:
     """The candidate the model's reply most likely names, after ``messages`` (which show the
@@ -100,11 +116,12 @@ def choose_candidate(
 
     Args:
         chat: The evolver's chat model; one with ``choice_logprobs`` (the embedded local model)
-            scores the labels, any other gets the rule (``merge`` when offered).
+            scores the labels, any other gets the ``writer`` rule (:func:`writer_pick`).
         messages: The conversation ending with the request that lists the candidates.
         candidates: What the slot admits (:meth:`ExperienceWriter.candidates`).
         rule: How label log-probabilities are ranked (:func:`rank_scores`): ``mean`` per
-            token, ``sum``, or ``calibrated`` (the sum minus the label's after ``stateless``).
+            token, ``sum``, or ``calibrated`` (the sum minus the label's after ``stateless``);
+            or ``writer``: the model is not asked (:func:`writer_pick`).
         stateless: The conversation a ``calibrated`` choice subtracts: the request with no slot,
             run or candidate shown (the labels' own likelihood as a reply).
 
@@ -119,10 +136,10 @@ def choose_candidate(
         return WriteChoice(0, "only")
     labels = [c.label for c in candidates]
     scorer = getattr(chat, "choice_logprobs", None)
-    if callable(scorer):
+    if callable(scorer) and rule != "writer":
         calibrate = rule == "calibrated" and stateless is not None
         base = scorer(list(stateless or ()), labels) if calibrate else None
         scores = rank_scores(rule, scorer(list(messages), labels), base)
         best = max(range(len(scores)), key=lambda i: (scores[i], -i))
         return WriteChoice(best, "likelihood", tuple(float(s) for s in scores))
-    return WriteChoice(labels.index("merge") if "merge" in labels else len(labels) - 1, "rule")
+    return WriteChoice(writer_pick(candidates), "rule")

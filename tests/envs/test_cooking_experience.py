@@ -199,6 +199,41 @@ def test_the_prior_ranks_another_games_next_step_first_and_its_pitfalls_last(
     assert needed >= 10 and first == needed and twice >= 4 and wrong >= 4
 
 
+def test_a_loss_against_a_verb_no_rule_covers_is_kept_for_that_verb_only(games) -> None:
+    """Game 0 roasts its pork chop and fries its purple potato. A play that has not learnt what
+    roasting needs cooks the pork chop on the stove and loses: the pitfall names the stove for
+    the recipe verb 'roast', so the prior steers a later roast away from the stove and leaves
+    frying on it alone (a pitfall without the verb would forbid the stove for every food)."""
+    record, game_file = games[0]
+    assert ("pork chop", "roasted", "diced") in record.ingredients
+    at = record.walkthrough.index("cook pork chop with oven")
+    play = play_commands(
+        game_file,
+        [*record.walkthrough[:at], "cook pork chop with stove"],
+        game=record.id,
+        split="train",
+    )
+    assert play.lost
+    [pitfall] = distill_procedure(play).pitfalls
+    assert (pitfall.template, pitfall.kind, pitfall.verb) == (
+        "cook {food} with stove",
+        "wrong",
+        "roast",
+    )
+    procedure = distill_procedure(play)
+    text = procedure.render()
+    assert "cook {food} with stove where the recipe says roast lost" in text
+    assert parse_procedure(text) == procedure  # the verb survives the round trip
+    _, valid, view = walkthrough_views(game_file, record.walkthrough)[at]
+    scores = dict(zip(valid, procedure_prior(procedure, valid, view), strict=True))
+    assert scores["cook pork chop with stove"] == PITFALL_PENALTY
+    assert scores["cook pork chop with oven"] > PITFALL_PENALTY
+    assert scores["cook purple potato with stove"] > PITFALL_PENALTY  # fried: the stove is right
+    merged = merge_procedures([procedure, procedure.model_copy(update={"pitfalls": (
+        pitfall.model_copy(update={"verb": "grill"}),)})])  # fmt: skip
+    assert [p.verb for p in merged.pitfalls] == ["roast", "grill"]
+
+
 def test_gains_come_from_the_games_message_when_no_score_is_kept() -> None:
     play = CookingTrajectory(
         game="g",

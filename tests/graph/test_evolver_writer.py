@@ -140,6 +140,17 @@ def test_a_model_that_cannot_score_gets_merge_by_rule(bank_url) -> None:
     assert open_bank(bank_url).get(A).payload == f"{OLD}\n{LESSON}"
 
 
+def test_the_writer_rule_merges_without_asking_the_model_and_else_retains(bank_url) -> None:
+    chat = ScoringChat(prefer=["replace"])
+    out = _run(chat, A, bank_url, _writer(), rule="writer")
+    assert out["write_choice"]["chooser"] == "rule" and out["write_choice"]["chosen"] == "merge"
+    assert chat.scored == [] and "the writer's rule" in out["decision"]["analysis"]
+    no_merge = ExperienceWriter(name="x", distil=lambda *a: LESSON, merge=lambda s, n: None)
+    out = _run(FakeChat(responses=[]), A, bank_url, no_merge)  # cannot score: the same rule
+    assert out["write_choice"]["chosen"] == "retain" and out["update"]["outcome"] == "retained"
+    assert open_bank(bank_url).get(A).payload == f"{OLD}\n{LESSON}"  # the merge above
+
+
 def test_the_gate_still_refuses_junk_a_writer_produces(bank_url) -> None:
     out = _run(FakeChat(responses=[]), FAR, bank_url, _writer("1234567890"))
     assert out["update"] is None and out["error"]["kind"] == "gated"
