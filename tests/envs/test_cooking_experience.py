@@ -427,7 +427,7 @@ def test_the_default_model_chooses_among_the_writers_candidates(games, tmp_path)
     url = one_entry_bank(tmp_path, stored, name="cooking")
     record, game_file = games[0]
     run = _run_of(game_file, [record.walkthrough])
-    config = EvolverConfig(writer=cooking_writer())
+    config = EvolverConfig(writer=cooking_writer(), choice_rule="mean")  # the model's choice
     graph = build_evolver_graph(ChatLocal(), sid_generator=FixedGenerator([A]), config=config)
     state = {"query": record.intro, "trajectory": run, "outcome": "success"}
     out = graph.compile().invoke(state, context={"bank_url": url})

@@ -47,7 +47,7 @@ def _run(
     url: str,
     writer: ExperienceWriter | None,
     gen: Any = None,
-    rule: str = "mean",
+    rule: str = "mean",  # the model's choice (the default, writer, asks no model)
 ) -> dict[str, Any]:
     config = EvolverConfig(writer=writer, choice_rule=rule)  # type: ignore[arg-type]
     graph = build_evolver_graph(chat, sid_generator=gen or FixedGenerator([sid]), config=config)
