@@ -91,7 +91,9 @@ def add_interactor_argument(p: argparse.ArgumentParser) -> None:
 
 def check_interactor(args: argparse.Namespace) -> None:
     """``--interactor rank`` scores replies with a local model's weights: refuse a served one."""
-    if getattr(args, "interactor", "tools") == "rank" and args.model.split(":", 1)[0] != "local":
+    from genmem.policies.addressing import is_local_spec
+
+    if getattr(args, "interactor", "tools") == "rank" and not is_local_spec(args.model):
         raise CLIError(
             f"--interactor rank scores commands with a local model's likelihood; --model "
             f"{args.model!r} is served. Use --model local (or local:DIR), or --interactor tools"

@@ -46,6 +46,15 @@ def test_bad_input_is_refused_before_anything_runs(
     assert not (out / "records.jsonl").exists()
 
 
+@pytest.mark.parametrize("model", ["local", "default", "local:/some/dir", " local "])
+def test_the_ranking_interactor_takes_every_spelling_of_a_local_model(model: str) -> None:
+    import argparse
+
+    from genmem.cli.common import check_interactor
+
+    check_interactor(argparse.Namespace(interactor="rank", model=model))  # no CLIError
+
+
 def test_a_file_of_unknown_format_is_named(tmp_path: Path, capsys) -> None:
     data = tmp_path / "odd.jsonl"
     data.write_text('{"prompt": "2+2?", "target": "4"}\n')
