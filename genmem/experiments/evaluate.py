@@ -47,6 +47,7 @@ from genmem.envs.stats import (
     mean_interval,
     paired_difference,
 )
+from genmem.errors import GenMemError
 from genmem.experiments.methods import Method, check_methods, method_generator
 from genmem.experiments.run_config import GraphRunConfig
 from genmem.experiments.runner import memory_op
@@ -55,6 +56,7 @@ __all__ = [
     "EvalConfig",
     "EvalRecord",
     "EvalReport",
+    "EvalResumeMismatch",
     "MethodSummary",
     "evaluate",
     "read_records",
@@ -104,6 +106,42 @@ class EvalConfig(GraphRunConfig):
             return 0, 1
         part, parts = self.shard.split("/")
         return int(part), int(parts)
+
+
+SETTINGS_FILE = "settings.json"
+"""What an evaluation folder's records were made with (checked when a run resumes there)."""
+_NOT_IN_A_RECORD = frozenset({"methods", "limit", "shard"})
+"""Settings that choose which runs happen, not how one goes: they may change on a resume."""
+
+
+class EvalResumeMismatch(GenMemError, ValueError):
+    """An evaluation resumed in a folder whose records were made with other settings."""
+
+
+def check_resume(out: Path, settings: EvalConfig, bench: str) -> None:
+    """Refuse to add runs to ``out`` when its records were made with other settings (a
+    different model, bank, budget or prior weight would mix two experiments in one table);
+    the first run there writes :data:`SETTINGS_FILE`. ``methods``, ``limit`` and ``shard``
+    may change: they choose which runs happen.
+
+    Raises:
+        EvalResumeMismatch: naming each setting that differs, the folder's and this run's.
+    """
+    mine = {"bench": bench, **settings.model_dump(mode="json", exclude=set(_NOT_IN_A_RECORD))}
+    path = out / SETTINGS_FILE
+    if path.exists():
+        theirs = json.loads(path.read_text())
+        differ = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
+        if differ:
+            said = "; ".join(f"{k}: {theirs.get(k)!r} there, {mine.get(k)!r} now" for k in differ)
+            raise EvalResumeMismatch(
+                f"{out} holds records made with other settings ({said}); resume with the same "
+                "settings, or give another --out"
+            )
+        return
+    tmp = path.with_suffix(f".{threading.get_ident()}.tmp")  # shards may start together
+    tmp.write_text(json.dumps(mine, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)
 
 
 class EvalRecord(BaseModel):
@@ -243,6 +281,7 @@ def evaluate(
         )
     workers = task_workers(concurrency, env, what="evaluation runs")
     out.mkdir(parents=True, exist_ok=True)
+    check_resume(out, settings, env.name)
     part, parts = settings.part
     path = out / ("records.jsonl" if parts == 1 else f"records-{part}of{parts}.jsonl")
     done = {(r.method, r.id) for r in read_records(path)}

@@ -259,6 +259,26 @@ def test_a_method_with_only_errors_scores_zero() -> None:
     assert s.metrics_ci["accuracy"] == (0.0, 0.0)
 
 
+def test_a_resume_with_other_settings_is_refused_and_changes_nothing(tmp_path) -> None:
+    """Records made with one budget are never extended by runs made with another: the folder
+    keeps what its first run used; methods, limit and shard may change on a resume."""
+    from genmem.experiments.evaluate import SETTINGS_FILE, EvalResumeMismatch
+
+    bank_url = one_entry_bank(tmp_path, "Work out the daily amount first, then the money.")
+    env, gen, out = GSM8KEnvironment(calculator=False), FixedGenerator([A]), tmp_path / "run"
+    first = _settings(bank_url, methods=["none"], limit=1)
+    evaluate(env, first, out=out, model=role_fake(), sid_generator=gen, progress=False)
+    before = (out / "records.jsonl").read_text()
+    assert json.loads((out / SETTINGS_FILE).read_text())["max_steps"] == first.max_steps
+    other = first.model_copy(update={"max_steps": first.max_steps + 1, "limit": 2})
+    with pytest.raises(EvalResumeMismatch, match=r"max_steps: \d+ there, \d+ now"):
+        evaluate(env, other, out=out, model=role_fake(), sid_generator=gen, progress=False)
+    assert (out / "records.jsonl").read_text() == before
+    more = first.model_copy(update={"methods": ["none", "sid"], "limit": 2})
+    evaluate(env, more, out=out, model=role_fake(), sid_generator=gen, progress=False)
+    assert len((out / "records.jsonl").read_text().splitlines()) == 4
+
+
 def test_shards_split_the_tasks_and_the_last_summary_covers_every_part(tmp_path) -> None:
     """Two processes given --shard 0/2 and 1/2 and one --out: each runs every other task into
     its own records file; the summary (written by each, complete once both ran) equals the
