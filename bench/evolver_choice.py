@@ -8,7 +8,8 @@ through game i leaves (``half``). A run of game i+1 gives the new procedure: its
 (``won``), a play stopped halfway (``half``) or one that loses (``lost``). The template writer
 builds the candidates (retain, replace, merge), and MemEvolver's real graph, prompts and the
 default model choose (one bank per situation, the slot addressed directly; the model is asked
-once and every rule is computed from the same log-probabilities).
+once and every rule is computed from the same log-probabilities). ``writer`` is the rule that
+asks no model (merge, else retain: ``writer_pick``).
 
 The criterion: each candidate's prior alone over the walkthroughs of other training games
 (``--replay``, never a situation's game), counted as steps ranked first
@@ -31,7 +32,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-RULES = ("mean", "sum", "calibrated")
+RULES = ("mean", "sum", "calibrated", "writer")
 
 
 class _Slot:
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     from genmem.memory.sqlite_store import SQLiteBankStore
     from genmem.policies.chat_local import ChatLocal
     from genmem.policies.choice_scoring import rank_scores
+    from genmem.policies.experience_writer import writer_pick
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--games", type=int, default=12, help="situation games (default 12)")
@@ -188,9 +190,10 @@ def main(argv: list[str] | None = None) -> int:
                         raise RuntimeError(f"situation {i} {stored_kind}/{run_kind}: no choice")
                     base, given = logged  # the stateless request is scored first
                     picks = {}
-                    for rule in RULES:
+                    for rule in RULES[:3]:
                         scores = rank_scores(rule, given, base if rule == "calibrated" else None)
                         picks[rule] = labels[max(range(len(labels)), key=lambda k: scores[k])]
+                    picks["writer"] = labels[writer_pick(candidates)]  # no model
                     best = max(criterion)
                     records.append(
                         {

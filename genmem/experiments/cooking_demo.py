@@ -221,11 +221,24 @@ def _shown(games: list[DemoGame], seeded: int = 0) -> str:
             )
     won = sum(g.won for g in games)
     ops = ", ".join(f"{op} {n}" for op, n in _counts(g.wrote or "nothing" for g in games))
-    text = (
-        f"No game was won after reading what an earlier game changed ({won} of {len(games)} "
-        f"won; the games' updates: {ops}), so this run does not show the agent learning from "
-        "its own games."
-    )
+    after = [
+        g
+        for i, g in enumerate(games)
+        if g.won and any(e.update_sid == g.read_sid and e.wrote in _CHANGED for e in games[:i])
+    ]
+    if after:
+        text = (
+            f"{len(after)} game(s) were won after reading an entry earlier games had changed "
+            f"({after[0].id} first), but no game was lost before them ({won} of {len(games)} "
+            f"won; the games' updates: {ops}): the first game was won without any change, so "
+            "this run does not show that the changes mattered."
+        )
+    else:
+        text = (
+            f"No game was won after reading what an earlier game changed ({won} of "
+            f"{len(games)} won; the games' updates: {ops}), so this run does not show the agent "
+            "learning from its own games."
+        )
     if seeded:
         text += (
             " The wins rest on the seeded training procedure, read through the action prior; "
