@@ -98,8 +98,8 @@ class Environment(ABC):
         return None
 
     def experience_writer(self) -> ExperienceWriter | None:
-        """Code that writes MemEvolver's payloads for this environment's runs (the model then
-        chooses among its candidates), or None when the model writes them (this base)."""
+        """Code that writes MemEvolver's payloads for this environment's runs (one of its
+        candidates is written), or None when the model writes them (this base)."""
         return None
 
     def signal(self, outcome: Outcome) -> str | None:

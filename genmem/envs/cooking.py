@@ -227,7 +227,7 @@ class CookingEnvironment(GameSetEnvironment):
 
     def experience_writer(self) -> ExperienceWriter | None:
         """The template distiller (:func:`~genmem.envs.cooking_experience.cooking_writer`): a
-        run's plays as a procedure; the evolver's model chooses insert, retain, replace or merge."""
+        run's plays as a procedure, inserted or merged with the stored one."""
         return cooking_writer()
 
     def score(self, task: Task, answer: str | None) -> Outcome:

@@ -7,7 +7,8 @@ procedures of a few ``cooking-train`` walkthroughs (the paper's seed bank, small
 Each game runs the closed loop in ``evolve`` mode (:func:`~genmem.experiments.evaluate.evaluate`
 with the ``sid`` method): MemRetriever reads the bank, the ranking interactor plays with the
 action prior (weight fixed on training games), and MemEvolver's template writer distils the
-game's plays into a procedure that the model chooses to insert, retain, replace or merge. The
+game's plays into a procedure that is inserted, or merged with the stored one (retained when
+the merge adds nothing; ``EvolverConfig.choice_rule``). The
 report says, per game, what was read and written, and whether a game was won after reading what
 an earlier game wrote. A handful of games is an illustration; the measurements are in
 ``docs/results.md``.

@@ -199,8 +199,9 @@ class EvolverConfig:
     """The write gate every update passes (:mod:`genmem.memory.gate`); None writes any valid
     decision, junk included."""
     writer: ExperienceWriter | None = None
-    """Code that writes the payloads (an environment's, e.g. the cooking distiller): the model
-    then only chooses among its candidates (:mod:`genmem.policies.experience_writer`); a run it
+    """Code that writes the payloads (an environment's, e.g. the cooking distiller): one of its
+    candidates is written by :attr:`choice_rule`
+    (:mod:`genmem.policies.experience_writer`); a run it
     finds nothing in is not written (a ``nothing_to_write`` rejection). None: the model writes
     (the paper)."""
     choice_rule: ChoiceRule = "writer"
