@@ -34,9 +34,11 @@ from genmem.errors import GenMemError
 from genmem.policies.experience_writer import ExperienceWriter
 
 __all__ = [
+    "MAX_TRIED",
     "NEXT_BONUS",
     "OTHER_BONUS",
     "PITFALL_PENALTY",
+    "TRIED_PENALTY",
     "WRITER",
     "CookingExperienceError",
     "CookingProcedure",
@@ -76,6 +78,10 @@ OTHER_BONUS = 0.5
 """Prior for another pending instance of the next step, or an unfamiliar place to open."""
 PITFALL_PENALTY = -1.0
 """Prior for a command a pitfall of the procedure says loses the game."""
+TRIED_PENALTY = -0.5
+"""Prior for a command the plays tried without gain (a dead end), when nothing else scores it."""
+MAX_TRIED = 16
+"""Dead ends a procedure keeps (the first found)."""
 
 _RECIPE_HEAD = "Recipe #1"
 _LOST = "*** You lost"
@@ -294,6 +300,11 @@ class CookingProcedure(BaseModel):
     places: tuple[str, ...] = Field(default=(), description="Where ingredients were taken from.")
     won: int = Field(default=0, ge=0, description="Won plays it was distilled from.")
     lost: int = Field(default=0, ge=0, description="Lost plays it was distilled from.")
+    tried: tuple[str, ...] = Field(
+        default=(),
+        description="Commands (with roles) the plays tried that never raised the score and are "
+        "no step: dead ends a later play may skip ('examine {food}', 'look').",
+    )
 
     def rule(self, verb: str) -> VerbRule | None:
         """The rule of a recipe verb, if the procedure knows it."""
@@ -324,6 +335,8 @@ class CookingProcedure(BaseModel):
             lines.append(f"Rules: {rules}.")
         if self.pitfalls:
             lines.append(f"Pitfalls: {'; '.join(_pitfall_text(p) for p in self.pitfalls)}.")
+        if self.tried:
+            lines.append(f"Tried without gain: {'; '.join(self.tried)}.")
         return "\n".join(lines)
 
 
@@ -359,7 +372,8 @@ def parse_procedure(text: str) -> CookingProcedure:
             if current is not None:
                 parts.append(_procedure(current))
             counts = {what: int(n) for n, what in _PLAYS.findall(line)}
-            current = {"steps": [], "rules": [], "pitfalls": [], "places": [], **counts}
+            current = {"steps": [], "rules": [], "pitfalls": [], "places": [], "tried": []}
+            current |= counts
         elif current is None:
             continue
         elif line.startswith("Steps: "):
@@ -378,6 +392,8 @@ def parse_procedure(text: str) -> CookingProcedure:
                     current["rules"].append(
                         VerbRule(verb=m["verb"], command=m["cmd"], line=m["line"])
                     )
+        elif line.startswith("Tried without gain: "):
+            current["tried"] = _items(line, "Tried without gain: ", "; ")
         elif line.startswith("Pitfalls: "):
             for item in _items(line, "Pitfalls: ", "; "):
                 if m := _PITFALL_TEXT.match(item):
@@ -408,6 +424,7 @@ def _procedure(fields: dict[str, Any]) -> CookingProcedure:
         rules=tuple(fields["rules"]),
         pitfalls=tuple(fields["pitfalls"]),
         places=tuple(fields["places"]),
+        tried=tuple(fields["tried"]),
         won=fields.get("won", 0),
         lost=fields.get("lost", 0),
     )
@@ -441,6 +458,11 @@ def merge_procedures(procedures: Sequence[CookingProcedure]) -> CookingProcedure
             (x for p in procedures for x in p.pitfalls), key=lambda x: (x.template, x.kind, x.verb)
         ),
         places=unique(x for p in procedures for x in p.places),
+        tried=tuple(
+            t
+            for t in unique(x for p in procedures for x in p.tried)
+            if not any(s.template == t for s in steps)  # a step since: no dead end
+        )[:MAX_TRIED],
         won=sum(p.won for p in procedures),
         lost=sum(p.lost for p in procedures),
     )
@@ -505,11 +527,18 @@ def distill_procedure(
     pitfalls = []
     if trajectory.lost and trajectory.steps:
         pitfalls.append(_pitfall(commands, trajectory.steps[-1].observation, recipe, known | found))
+    useful = {s.template for s in steps}
+    tried: list[str] = []
+    for i, command in enumerate(commands[: -1 if trajectory.lost else None]):
+        template = _roles(command, recipe)[0]
+        if gains[i] <= 0 and template not in useful and template not in tried:
+            tried.append(template)
     return CookingProcedure(
         steps=tuple(steps),
         rules=tuple(found.values()),
         pitfalls=tuple(pitfalls),
         places=tuple(places),
+        tried=tuple(tried[:MAX_TRIED]),
         won=int(trajectory.won),
         lost=int(trajectory.lost),
     )
@@ -801,6 +830,7 @@ def procedure_prior(
             if step.kind == "recipe":
                 for k, c in enumerate(valid):
                     scores[k] = NEXT_BONUS if _pattern(step.template).fullmatch(c) else scores[k]
+        _tried_penalty(procedure, (None,), valid, scores)
         return scores
     recipe = parse_recipe(note)
     for step in procedure.steps:
@@ -821,7 +851,23 @@ def procedure_prior(
             _prerequisite_bonus(procedure, step, valid, played, scores)
         break
     _pitfall_penalty(procedure, recipe, valid, played, scores)
+    _tried_penalty(procedure, recipe.ingredients, valid, scores)
     return scores
+
+
+def _tried_penalty(
+    procedure: CookingProcedure,
+    foods: Sequence[str | None],
+    valid: Sequence[str],
+    scores: list[float],
+) -> None:
+    """:data:`TRIED_PENALTY` for a dead end of the procedure that nothing else scored."""
+    patterns = [
+        _pattern(t, food) for t in procedure.tried for food in (foods if "{food}" in t else [None])
+    ]
+    for k, c in enumerate(valid):
+        if scores[k] == 0 and any(p.fullmatch(c) for p in patterns):
+            scores[k] = TRIED_PENALTY
 
 
 def walkthrough_views(
@@ -1089,7 +1135,7 @@ def _distil_run(query: str, trajectory: dict[str, Any] | str, outcome: str | Non
     if not procedures:
         return None
     merged = merge_procedures(procedures)
-    if len(merged.steps) <= _MIN_USEFUL and not merged.pitfalls:
+    if len(merged.steps) <= _MIN_USEFUL and not merged.pitfalls and not merged.tried:
         return None
     return merged.render()
 
