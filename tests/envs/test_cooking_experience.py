@@ -21,6 +21,7 @@ from genmem.envs.cooking import CookingConfig, CookingRecord, load_cooking_games
 from genmem.envs.cooking_experience import (
     NEXT_BONUS,
     PITFALL_PENALTY,
+    TRIED_PENALTY,
     WRITER,
     CookingExperienceError,
     CookingProcedure,
@@ -232,6 +233,37 @@ def test_a_loss_against_a_verb_no_rule_covers_is_kept_for_that_verb_only(games) 
     merged = merge_procedures([procedure, procedure.model_copy(update={"pitfalls": (
         pitfall.model_copy(update={"verb": "grill"}),)})])  # fmt: skip
     assert [p.verb for p in merged.pitfalls] == ["roast", "grill"]
+
+
+def test_a_play_that_stalls_keeps_its_dead_ends_and_a_later_play_skips_them(games) -> None:
+    """A play that took its food and then wandered keeps what it tried without gain; the prior
+    pushes those below untried commands (never below a step), and a merge drops a dead end
+    that another play made a step."""
+    record, game_file = games[0]
+    wander = ["examine pork chop", "look", "inventory", "close fridge", "examine counter"]
+    took = record.walkthrough.index("take purple potato from counter") + 1
+    play = play_commands(
+        game_file, [*record.walkthrough[:took], *wander], game=record.id, split="train"
+    )
+    assert not play.won and not play.lost
+    stalled = distill_procedure(play)
+    assert set(stalled.tried) >= {"examine {food}", "look", "inventory", "close fridge"}
+    assert "open {place}" not in stalled.tried  # a step (before taking food from the fridge)
+    assert parse_procedure(stalled.render()) == stalled
+    assert "Tried without gain: " in stalled.render()
+    _, valid, view = walkthrough_views(game_file, record.walkthrough)[took]
+    scores = dict(zip(valid, procedure_prior(stalled, valid, view), strict=True))
+    tried = ("look", "inventory", "close fridge", "examine counter")
+    assert all(scores[c] == TRIED_PENALTY for c in tried)
+    assert scores["examine oven"] == scores["cook pork chop with oven"] == 0  # untried
+    assert all(scores[c] > TRIED_PENALTY for c in valid if c not in tried)
+    won = distill_procedure(
+        play_commands(game_file, record.walkthrough, game=record.id, split="train")
+    )
+    merged = merge_procedures([stalled, won.model_copy(update={"tried": ()})])
+    assert set(merged.tried) == set(stalled.tried)  # none of them became a step
+    made_a_step = stalled.model_copy(update={"tried": (*stalled.tried, "take knife")})
+    assert "take knife" not in merge_procedures([made_a_step, won]).tried
 
 
 def test_gains_come_from_the_games_message_when_no_score_is_kept() -> None:
