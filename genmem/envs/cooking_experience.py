@@ -303,7 +303,8 @@ class CookingProcedure(BaseModel):
     tried: tuple[str, ...] = Field(
         default=(),
         description="Commands (with roles) the plays tried that never raised the score and are "
-        "no step: dead ends a later play may skip ('examine {food}', 'look').",
+        "no step: dead ends a later play may skip ('examine {food}', 'look'). Taking and "
+        "opening are never dead ends: they may be what a step not found yet needs.",
     )
 
     def rule(self, verb: str) -> VerbRule | None:
@@ -530,6 +531,8 @@ def distill_procedure(
     useful = {s.template for s in steps}
     tried: list[str] = []
     for i, command in enumerate(commands[: -1 if trajectory.lost else None]):
+        if _TAKE.match(command) or _OPEN.match(command):
+            continue  # may be the prerequisite of a step no play has found yet (a tool, a door)
         template = _roles(command, recipe)[0]
         if gains[i] <= 0 and template not in useful and template not in tried:
             tried.append(template)
