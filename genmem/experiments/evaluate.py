@@ -58,6 +58,7 @@ __all__ = [
     "EvalReport",
     "EvalResumeMismatch",
     "MethodSummary",
+    "RecordsInUse",
     "evaluate",
     "read_records",
     "summary_markdown",
@@ -142,6 +143,32 @@ def check_resume(out: Path, settings: EvalConfig, bench: str) -> None:
     tmp = path.with_suffix(f".{threading.get_ident()}.tmp")  # shards may start together
     tmp.write_text(json.dumps(mine, indent=1, sort_keys=True) + "\n")
     tmp.replace(path)
+
+
+class RecordsInUse(GenMemError, RuntimeError):
+    """Another process is writing the same records file (the same --out and --shard)."""
+
+
+def hold_records(path: Path) -> Any:
+    """An exclusive lock on ``path``'s runs for this process: a second process given the same
+    ``--out`` and ``--shard`` would run the same tasks again beside it. The lock goes when
+    the returned file is closed (or the process ends).
+
+    Raises:
+        RecordsInUse: another process holds it.
+    """
+    import fcntl
+
+    handle = (path.parent / f".{path.name}.lock").open("a")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise RecordsInUse(
+            f"another process is running the tasks of {path} (the same --out and --shard); "
+            "wait for it, or give this one another --out or --shard"
+        ) from None
+    return handle
 
 
 class EvalRecord(BaseModel):
@@ -284,6 +311,7 @@ def evaluate(
     check_resume(out, settings, env.name)
     part, parts = settings.part
     path = out / ("records.jsonl" if parts == 1 else f"records-{part}of{parts}.jsonl")
+    lock = hold_records(path)  # released when this call returns (the file closes)
     done = {(r.method, r.id) for r in read_records(path)}
     every = env.tasks(settings.limit)
     tasks = every[part::parts]
@@ -383,6 +411,7 @@ def evaluate(
     )
     (out / "summary.json").write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
     (out / "summary.md").write_text(summary_markdown(report, env.metric_names), encoding="utf-8")
+    lock.close()
     return report
 
 

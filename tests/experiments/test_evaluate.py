@@ -279,6 +279,31 @@ def test_a_resume_with_other_settings_is_refused_and_changes_nothing(tmp_path) -
     assert len((out / "records.jsonl").read_text().splitlines()) == 4
 
 
+def test_a_second_process_on_the_same_records_is_refused_until_the_first_ends(tmp_path) -> None:
+    """Two processes given the same --out and --shard would run the same tasks twice."""
+    import subprocess
+    import sys
+
+    from genmem.experiments.evaluate import RecordsInUse, hold_records
+
+    path = tmp_path / "records-0of2.jsonl"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, pathlib; from genmem.experiments.evaluate import "
+         "hold_records; h = hold_records(pathlib.Path(sys.argv[1])); print('held', flush=True); "
+         "sys.stdin.read()", str(path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RecordsInUse, match="the same --out and --shard"):
+            hold_records(path)
+        assert hold_records(tmp_path / "records-1of2.jsonl")  # another shard: free
+    finally:
+        holder.communicate("")
+    hold_records(path).close()  # the first process ended: free again
+    assert not path.exists()  # the lock is a file of its own
+
+
 def test_shards_split_the_tasks_and_the_last_summary_covers_every_part(tmp_path) -> None:
     """Two processes given --shard 0/2 and 1/2 and one --out: each runs every other task into
     its own records file; the summary (written by each, complete once both ran) equals the
