@@ -357,10 +357,13 @@ _PITFALL_TEXT = re.compile(
     r' lost \("(?P<m>[^"]*)"\)$'
 )
 _PLAYS = re.compile(r"(\d+) (won|lost)\b")
+_NUMBERED = re.compile(r"^\[\d+\]\s+")
+"""How a slot holding several experiences numbers them (``concat_consolidate``)."""
 
 
 def parse_procedure(text: str) -> CookingProcedure:
-    """The procedure a payload renders (several rendered procedures joined: merged into one).
+    """The procedure a payload renders (several rendered procedures joined, or numbered as a
+    slot holding several experiences shows them: merged into one).
 
     Raises:
         CookingExperienceError: the text holds no ``Steps:`` line of a rendered procedure.
@@ -368,7 +371,7 @@ def parse_procedure(text: str) -> CookingProcedure:
     parts: list[CookingProcedure] = []
     current: dict[str, Any] | None = None
     for raw in text.splitlines():
-        line = raw.strip()
+        line = _NUMBERED.sub("", raw.strip())  # "[2] Cooking procedure...": a slot's second
         if line.startswith(_HEAD):
             if current is not None:
                 parts.append(_procedure(current))

@@ -200,6 +200,18 @@ def test_the_prior_ranks_another_games_next_step_first_and_its_pitfalls_last(
     assert needed >= 10 and first == needed and twice >= 4 and wrong >= 4
 
 
+def test_a_slot_holding_two_procedures_reads_as_both_merged(procedures) -> None:
+    """A seed bank puts two games' procedures that share an address in one numbered payload;
+    the prior must read it (it read nothing, so a lookup of such a slot gave no prior)."""
+    from genmem.memory.build import ExperienceRecord, concat_consolidate
+    from genmem.memory.sid import SID
+
+    texts = [p.render() for p in procedures[:2]]
+    payload = concat_consolidate(SID((0, 0, 0, 0)), [ExperienceRecord(text=t) for t in texts])
+    assert payload.startswith("2 experiences share this address") and "[2] Cooking" in payload
+    assert parse_procedure(payload) == merge_procedures(procedures[:2])
+
+
 def test_a_loss_against_a_verb_no_rule_covers_is_kept_for_that_verb_only(games) -> None:
     """Game 0 roasts its pork chop and fries its purple potato. A play that has not learnt what
     roasting needs cooks the pork chop on the stove and loses: the pitfall names the stove for
