@@ -79,14 +79,6 @@ def _trajectory(game_file: Path, intro: str, commands: list[str]) -> dict[str, A
     return Trajectory(query=intro, steps=steps, answer="", status="finished").model_dump()
 
 
-def _bootstrap(values: list[float], seed: int = 0, n: int = 2000) -> tuple[float, float]:
-    import random
-
-    rng = random.Random(seed)
-    means = sorted(sum(rng.choice(values) for _ in values) / len(values) for _ in range(n))
-    return means[int(0.025 * n)], means[int(0.975 * n) - 1]
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the bench and print a table (or one JSON object with --json)."""
     from genmem.envs.cooking import CookingConfig, load_cooking_games
@@ -100,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         prior_ranks_first,
         walkthrough_views,
     )
+    from genmem.envs.stats import mean_interval, paired_difference
     from genmem.graph.evolver import EvolverConfig, build_evolver_graph
     from genmem.memory.sid import DEFAULT_SPEC, SID
     from genmem.memory.sqlite_store import SQLiteBankStore
@@ -229,17 +222,20 @@ def main(argv: list[str] | None = None) -> int:
     if n == 0:
         print(json.dumps(report) if args.json else "no situation with two candidates")
         return 1
-    right = {rule: [float(r["picks"][rule] in r["right"]) for r in records] for rule in RULES}
+    right = {  # situation -> 1 when the rule's pick is among the right candidates
+        rule: {k: float(r["picks"][rule] in r["right"]) for k, r in enumerate(records)}
+        for rule in RULES
+    }
     for rule in RULES:
-        lo, hi = _bootstrap(right[rule])
-        diff = [x - y for x, y in zip(right[rule], right["mean"], strict=True)]
-        dlo, dhi = _bootstrap(diff)
+        share = mean_interval(right[rule].values())
+        paired = paired_difference(right[rule], right["mean"])
+        assert share is not None and paired is not None  # n > 0
         report["rules"][rule] = {
-            "right": int(sum(right[rule])),
-            "share": round(sum(right[rule]) / n, 3),
-            "ci95": [round(lo, 3), round(hi, 3)],
-            "minus_mean": round(sum(diff) / n, 3),
-            "minus_mean_ci95": [round(dlo, 3), round(dhi, 3)],
+            "right": int(sum(right[rule].values())),
+            "share": round(share.mean, 3),
+            "ci95": [round(share.ci[0], 3), round(share.ci[1], 3)],
+            "minus_mean": round(paired.diff, 3),
+            "minus_mean_ci95": [round(paired.ci[0], 3), round(paired.ci[1], 3)],
             "picked": dict(Counter(r["picks"][rule] for r in records)),
         }
     always = {

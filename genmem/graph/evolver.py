@@ -714,10 +714,12 @@ class EvolverNodes(AddressingNodes):
         if len(candidates) > 1:
             listed = [(c.label, c.payload) for c in candidates]
             asked.append(HumanMessage(evolver_choice_request(sid, listed)))
-        stateless = [
-            *messages[:1],  # the evolver's system prompt
-            HumanMessage(evolver_stateless_choice_request([c.label for c in candidates])),
-        ]
+        stateless = None
+        if self.config.choice_rule == "calibrated":  # what the labels score with nothing shown
+            stateless = [
+                *messages[:1],  # the evolver's system prompt
+                HumanMessage(evolver_stateless_choice_request([c.label for c in candidates])),
+            ]
         choice = choose_candidate(
             self.chat, [*messages, *asked], candidates, self.config.choice_rule, stateless
         )
