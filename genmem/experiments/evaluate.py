@@ -27,6 +27,7 @@ written beside them (``intervals``).
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections import defaultdict
@@ -140,7 +141,7 @@ def check_resume(out: Path, settings: EvalConfig, bench: str) -> None:
                 "settings, or give another --out"
             )
         return
-    tmp = path.with_suffix(f".{threading.get_ident()}.tmp")  # shards may start together
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")  # shards (processes) may start together
     tmp.write_text(json.dumps(mine, indent=1, sort_keys=True) + "\n")
     tmp.replace(path)
 
