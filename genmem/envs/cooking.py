@@ -2,10 +2,11 @@
 
 Games come from TextWorld's own cooking challenge (``textworld.challenges.tw_cooking``,
 ``textworld==1.7.0``), generated and compiled offline (a few seconds each) into the same cache as
-the other TextWorld games (:func:`~genmem.envs.textworld_env.cached_game_set`), keyed by the
-config. The goal is always the same; foods, rooms and recipes change. TextWorld's ``split`` keeps
-foods and food preparations apart: ``valid`` and ``test`` games use foods (or ways of preparing
-the training foods) that no ``train`` game uses.
+the other TextWorld games (:func:`~genmem.envs.textworld_env.cached_game_set`), keyed by the config;
+a larger set copies the games a smaller set of the same settings built
+(:func:`~genmem.envs.textworld_env.family_games`). The goal is always the same; foods, rooms and
+recipes change. TextWorld's ``split`` keeps foods and food preparations apart: ``valid`` and
+``test`` games use foods (or ways of preparing the training foods) that no ``train`` game uses.
 
 The game itself decides the outcome: eating the meal wins; a wrong appliance, a wrong cut,
 cooking an ingredient twice or eating an ingredient loses. A lost game is a failure recorded as a
@@ -32,6 +33,8 @@ from genmem.envs.textworld_env import (
     TextWorldGame,
     cached_game_set,
     compile_game_file,
+    copy_game,
+    family_games,
     game_seed,
 )
 from genmem.policies.experience_writer import ExperienceWriter
@@ -141,7 +144,14 @@ def cooking_game_id(config: CookingConfig, index: int) -> str:
 
 def _generate(config: CookingConfig, folder: Path) -> list[CookingRecord]:
     records = []
+    built = family_games(config)  # a set of another size already holds these games
     for index in range(config.n_games):
+        if index in built:
+            source, record = built[index]
+            copy_game(source, record, folder)
+            game = CookingRecord.model_validate(record)
+            records.append(game.model_copy(update={"id": cooking_game_id(config, index)}))
+            continue
         seed = game_seed(config.seed, index, 0, family=f"cooking-{config.split}")
         game = make_cooking_game(config, seed)
         name = f"game_{index:03d}"

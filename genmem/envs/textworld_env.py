@@ -709,6 +709,40 @@ def cached_game_set(
     return [record.model_validate(g) for g in data["games"]]
 
 
+def family_games(config: GameSetConfig) -> dict[int, tuple[Path, dict[str, Any]]]:
+    """Games already built for a set of ``config``'s family (same settings, another size):
+    index -> (its folder, its manifest record). Game i depends on the set's seed and i alone
+    (:meth:`GameSetConfig.family_key`), so a larger set can copy a smaller one's games instead of
+    generating them again. Only complete sets count (their manifest is written last), and only
+    those whose folder name is their own key (same TextWorld and generator versions)."""
+    found: dict[int, tuple[Path, dict[str, Any]]] = {}
+    root = config.games_dir().parent
+    if not root.is_dir():
+        return found
+    for manifest in sorted(root.glob(f"*/{_MANIFEST}")):
+        try:
+            data = json.loads(manifest.read_text(encoding="utf-8"))
+            other = type(config).model_validate(
+                data["config"] | {"cache_dir": config.cache_dir, "max_steps": config.max_steps}
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # another kind of set, or a manifest of an older layout
+        if other.family_key() != config.family_key() or other.key() != manifest.parent.name:
+            continue
+        for index, game in enumerate(data["games"]):
+            found.setdefault(index, (manifest.parent, game))
+    return found
+
+
+def copy_game(source: Path, record: dict[str, Any], folder: Path) -> None:
+    """Copy one built game (its ``.z8`` and ``.json``) from ``source`` into ``folder``."""
+    stem = Path(record["file"]).stem
+    for suffix in (".z8", ".json"):
+        path = source / f"{stem}{suffix}"
+        if path.is_file():
+            shutil.copy2(path, folder / path.name)
+
+
 def load_games(config: TextWorldConfig) -> list[GameRecord]:
     """The config's games, generating and compiling them into the cache the first time."""
     return cached_game_set(config, lambda folder: _generate(config, folder))

@@ -7,6 +7,8 @@ One tiny train game (one ingredient, one room) is generated once for the session
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("textworld")
@@ -121,3 +123,32 @@ def test_the_three_benches_are_listed_and_open_their_split(capsys) -> None:
         assert bench_tasks(name, options) == 3
     with pytest.raises(ValueError, match="1, 6, 9 or 12 rooms"):
         BenchOptions(cooking_rooms=4)
+
+
+def test_a_larger_set_copies_the_games_a_smaller_one_built(
+    cooking_config: CookingConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    import genmem.envs.cooking as cooking
+
+    shutil.copytree(cooking_config.games_dir(), tmp_path / cooking_config.key())
+    smaller = cooking_config.model_copy(update={"cache_dir": tmp_path})
+    [first] = load_cooking_games(smaller)
+    made: list[int] = []
+    real = cooking.make_cooking_game
+
+    def counted(config: CookingConfig, seed: int) -> object:
+        made.append(seed)
+        return real(config, seed)
+
+    monkeypatch.setattr(cooking, "make_cooking_game", counted)
+    larger = smaller.model_copy(update={"n_games": 2})
+    games = load_cooking_games(larger)
+    assert len(games) == 2 and len(made) == 1 and made[0] == games[1].seed  # game 0 was copied
+    assert games[0] == first
+    copied = larger.games_dir() / games[0].file
+    assert copied.read_bytes() == (smaller.games_dir() / first.file).read_bytes()
+    # a set of other settings is not of the family: nothing is copied from it
+    other = larger.model_copy(update={"cut": True, "n_games": 1})
+    assert cooking.family_games(other) == {}
