@@ -82,21 +82,32 @@ def add_budget_arguments(p: argparse.ArgumentParser, *, max_steps: int = DEFAULT
 
 
 def add_interactor_argument(p: argparse.ArgumentParser) -> None:
-    """``--interactor``, ``--rank-score``, ``--prior-weight`` and ``--writer``: how the
-    game-playing sub-agent acts and who writes what it learnt (the same in every command)."""
+    """``--interactor``, ``--reader``, ``--rank-score``, ``--prior-weight`` and ``--writer``: how
+    the game-playing sub-agent acts and who writes what it learnt (the same in every command)."""
     add_field_flags(
-        p, GraphRunConfig, ["interactor", "rank_score", "prior_weight", "writer", "rewrite"]
+        p,
+        GraphRunConfig,
+        ["interactor", "reader", "rank_score", "prior_weight", "writer", "rewrite"],
     )
 
 
 def check_interactor(args: argparse.Namespace) -> None:
-    """``--interactor rank`` scores replies with a local model's weights: refuse a served one."""
+    """``--interactor rank`` scores replies with a local model's weights: refuse a served one,
+    and a ``--reader`` without the ranking interactor that would use it."""
     from genmem.policies.addressing import is_local_spec
 
-    if getattr(args, "interactor", "tools") == "rank" and not is_local_spec(args.model):
+    reader = getattr(args, "reader", None)
+    ranks = getattr(args, "interactor", "tools") == "rank"
+    if reader and not ranks:
         raise CLIError(
-            f"--interactor rank scores commands with a local model's likelihood; --model "
-            f"{args.model!r} is served. Use --model local (or local:DIR), or --interactor tools"
+            f"--reader {reader!r} scores the commands of --interactor rank; add --interactor rank "
+            "(the tool-calling interactor writes its commands with --model)"
+        )
+    flag, spec = ("--reader", reader) if reader else ("--model", args.model)
+    if ranks and not is_local_spec(spec):
+        raise CLIError(
+            f"--interactor rank scores commands with a local model's likelihood; {flag} "
+            f"{spec!r} is served. Use {flag} local (or local:DIR), or --interactor tools"
         )
 
 

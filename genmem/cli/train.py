@@ -22,6 +22,9 @@ from genmem.policies.backends import DEFAULT_MODEL_SPEC
 
 __all__ = ["register"]
 
+_GAME_BENCHES = ("cooking-train", "textworld-train")
+"""The benches with walkthroughs a reader trains on (training splits only)."""
+
 CONFIG_HELP = (
     "cpu (tiny run on the embedded model, default), cpu-lora (the same with LoRA adapters and "
     "trainable SID rows: cheaper per example), cpu-ddp / cpu-zero3 (two CPU processes, DDP or "
@@ -72,7 +75,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add ``genmem train`` and its stages."""
     from genmem.training.align_data import AlignDataConfig
 
-    p = sub.add_parser("train", help="train the memory policies: align and mid (SFT), grpo (RL)")
+    p = sub.add_parser(
+        "train", help="train the memory policies: align and mid (SFT), grpo (RL); and a reader"
+    )
     tsub = p.add_subparsers(dest="train_command", required=True, metavar="STAGE")
     a = tsub.add_parser(
         "align",
@@ -148,6 +153,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.set_defaults(func=_align)
     _register_mid(tsub)
     _register_grpo(tsub)
+    _register_reader(tsub)
 
 
 def _weights(text: str | None) -> dict[str, float] | None:
@@ -453,6 +459,69 @@ def _register_mid(tsub: argparse._SubParsersAction) -> None:
         help=f"teacher reply cap ({TRAINING_MAX_NEW_TOKENS})",
     )
     m.set_defaults(func=_mid)
+
+
+def _register_reader(tsub: argparse._SubParsersAction) -> None:
+    from genmem.cli.tasks import add_task_arguments
+    from genmem.experiments.run_config import GraphRunConfig
+
+    r = tsub.add_parser(
+        "reader",
+        help="mid-train the ranking interactor to read retrieved experience (or its control)",
+        description=(
+            "Plays the walkthrough of every training game the bank was not built from and, "
+            "before each command, builds the ranking interactor's prompt as evaluation does, "
+            "with the experience MemRetriever reads from --bank for that game (--no-memory: "
+            "none, the control); fine-tunes --model to rank the walkthrough's command first. "
+            "Writes steps.jsonl, reader.png (the loss) and the policy into --out; evaluate it "
+            "with `genmem eval --interactor rank --reader local:OUT`. One process, every weight."
+        ),
+    )
+    _common(r)
+    add_task_arguments(r, default="cooking-train", benches=_GAME_BENCHES)
+    r.add_argument(
+        "--no-memory",
+        dest="memory",
+        action="store_false",
+        help="train the control: the same steps with no experience shown",
+    )
+    add_field_flags(
+        r,
+        GraphRunConfig,
+        ["candidates", "rerank", "allowed", "addresser", "memory_k", "rewrite", "max_new_tokens"],
+    )
+    r.set_defaults(func=_reader)
+
+
+def _reader(args: argparse.Namespace) -> int:
+    from genmem.experiments.reader import ReaderConfig, run_reader
+    from genmem.training.distributed import launched
+
+    if launched():
+        raise CLIError("train reader runs in one process: start it without a launcher")
+    preset, env = _setup_with_tasks(args, "--model", args.model)
+    config = model_from_args(ReaderConfig, args, bank_url=args.bank)
+    try:
+        with _stdout_to_stderr():
+            report = run_reader(
+                env,
+                config,
+                Path(args.out),
+                preset=preset,
+                max_steps=args.train_steps,
+                progress=not args.json,
+            )
+    except ValueError as exc:  # no game outside the bank, a preset it cannot use
+        return fail(str(exc), 1)
+    kind = "reader" if report.memory else "control (no experience shown)"
+    text = (
+        f"{kind}: {report.steps_seen} steps of {report.games} games ({len(report.left_out)} "
+        f"left out: in the bank), {report.train_steps} optimiser steps in "
+        f"{report.seconds:.0f} s\npolicy: {report.out} (use --interactor rank --reader "
+        f"local:{report.out})"
+    )
+    emit(report.model_dump(mode="json"), as_json=args.json, text=text)
+    return 0
 
 
 def _mid(args: argparse.Namespace) -> int:

@@ -332,6 +332,9 @@ def evaluate(
     chat = model
     if chat is None:
         chat = capped_chat_model(settings.model, settings.max_new_tokens)
+    reader = None
+    if settings.reader:
+        reader = capped_chat_model(settings.reader, settings.max_new_tokens)
     graphs: dict[str, tuple[Any, str, dict[str, Any]]] = {}
     building = threading.Lock()
 
@@ -362,6 +365,7 @@ def evaluate(
                     research_tools=tools.research,
                     interactor_tools=tools.interactor,
                     interactor_prior=env.action_prior(),
+                    reader_model=reader,
                     scorer=scorer,
                     # Only an environment's own verdict may reach MemEvolver, never the score.
                     observer=observer if env.outcome_observable else None,

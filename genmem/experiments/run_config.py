@@ -72,6 +72,12 @@ class GraphRunConfig(BaseModel):
         "tool calls; rank scores every valid command by the model's likelihood and "
         "plays the best, which a small local model can do (local models only).",
     )
+    reader: str | None = Field(
+        default=None,
+        description="Model spec --interactor rank scores commands with: a reader trained by "
+        "genmem train reader (local:DIR); default: --model. Only the ranking interactor reads "
+        "with it; every other role keeps --model.",
+    )
     rank_score: Literal["mean", "sum", "calibrated"] = Field(
         default="mean",
         description="How --interactor rank scores a command: mean log-probability per token, "

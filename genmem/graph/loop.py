@@ -138,6 +138,7 @@ def build_genmem_graph(
     research_tools: Sequence[BaseTool] = (),
     interactor_tools: Sequence[BaseTool] = (),
     interactor_prior: ActionPrior | None = None,
+    reader_model: BaseChatModel | str | None = None,
     scorer: Scorer | None = None,
     observer: Observer | None = None,
     evolve: EvolveMode = "inline",
@@ -164,6 +165,8 @@ def build_genmem_graph(
         interactor_prior: What a retrieved experience adds to a ranking interactor's scores
             (an environment's :meth:`~genmem.envs.base.Environment.action_prior`; used when
             ``planner_config.prior_weight`` is above 0).
+        reader_model: The model a ranking interactor scores commands with (a reader trained by
+            ``genmem train reader``); None: the sub-agents' model.
         scorer: Scores answers against the input's ``reference`` (the ``score`` output, for
             evaluation only; never shown to an agent).
         observer: The environment's own verdict on an answer, the only outcome MemEvolver may
@@ -199,6 +202,7 @@ def build_genmem_graph(
         interactor_tools=interactor_tools,
         interactor_prior=interactor_prior,
         config=planner_config,
+        reader_model=reader_model,
     ).compile(name="stackplanner")
 
     def start(state: GenMemState) -> dict[str, Any]:

@@ -323,10 +323,13 @@ class Coordinator:
         team: Sequence[SubAgent],
         *,
         worker: BaseChatModel | None = None,
+        reader: BaseChatModel | None = None,
         config: StackPlannerConfig | None = None,
     ) -> None:
         """``lead``: the coordinator's model; ``team``: the sub-agents (distinct names);
-        ``worker``: the sub-agents' model (None: the lead's); ``config``: budgets and decoding."""
+        ``worker``: the sub-agents' model (None: the lead's); ``reader``: the model a ranking
+        sub-agent scores commands with (a trained reader; None: the worker); ``config``: budgets
+        and decoding."""
         if not team:
             raise ValueError("StackPlanner needs at least one sub-agent")
         self.names = [a.name for a in team]
@@ -335,8 +338,9 @@ class Coordinator:
         self.lead = lead
         self.config = cfg = config or StackPlannerConfig()
         model = lead if worker is None else worker
+        scorer = model if reader is None else reader
         self.runners = {
-            a.name: RankedActor(a, model) if a.act == "rank" else _SubAgentRunner(a, model)
+            a.name: RankedActor(a, scorer) if a.act == "rank" else _SubAgentRunner(a, model)
             for a in team
         }
         self.structured = _supports_schema(lead, coordinator_schema(self.names), cfg)
@@ -587,10 +591,16 @@ def build_stackplanner_graph(
     interactor_tools: Sequence[BaseTool] = (),
     interactor_prior: ActionPrior | None = None,
     config: StackPlannerConfig | None = None,
+    reader_model: BaseChatModel | str | None = None,
 ) -> StateGraph:
-    """The uncompiled StackPlanner graph (input: query, support; output: answer, trajectory)."""
+    """The uncompiled StackPlanner graph (input: query, support; output: answer, trajectory).
+
+    ``reader_model``: the model a ranking interactor scores commands with (a reader trained by
+    ``genmem train reader``); None: the sub-agents' model.
+    """
     lead = load_chat_model(model)
     worker = None if subagent_model is None else load_chat_model(subagent_model)
+    reader = None if reader_model is None else load_chat_model(reader_model)
     cfg = config or StackPlannerConfig()
     if agents is None:
         agents = default_subagents(
@@ -602,7 +612,7 @@ def build_stackplanner_graph(
             interactor_prior=interactor_prior,
             prior_weight=cfg.prior_weight,
         )
-    node = Coordinator(lead, list(agents), worker=worker, config=cfg)
+    node = Coordinator(lead, list(agents), worker=worker, reader=reader, config=cfg)
     g = StateGraph(
         PlannerState,
         context_schema=PlannerContext,
