@@ -41,37 +41,6 @@ def _records(path: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
     return {(r["game"], r["model"], r["condition"]): r for r in rows}
 
 
-def _scores(chat: Any, steps: list[Any]) -> list[list[float]]:
-    """Each step's mean log-probability per valid command, as the ranking interactor scores."""
-    from langchain_core.messages import HumanMessage, SystemMessage
-
-    from genmem.policies.choice_scoring import rank_scores
-    from genmem.policies.prompts import RANKING_PROMPT
-
-    out = []
-    for step in steps:
-        prompt = [SystemMessage(RANKING_PROMPT), HumanMessage(step.user)]
-        out.append(rank_scores("mean", chat.choice_logprobs(prompt, step.commands)))
-    return out
-
-
-def _first(steps: list[Any], scores: list[list[float]], weight: float) -> list[bool]:
-    """Per step, whether the walkthrough's command is strictly first after ``weight`` x prior."""
-    from genmem.envs.cooking_experience import experience_prior
-
-    first = []
-    for step, row in zip(steps, scores, strict=True):
-        total = list(row)
-        if weight and step.support.strip():
-            view = {"history": step.history, "notes": step.notes, "commands": step.commands}
-            bonus = experience_prior(step.support, step.commands, view)
-            if bonus is not None:
-                total = [s + weight * b for s, b in zip(total, bonus, strict=True)]
-        mine = total[step.commands.index(step.command)]
-        first.append(sum(s >= mine for s in total) == 1)
-    return first
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the bench and print a table (or one JSON object with --json)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -88,9 +57,16 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm.auto import tqdm
 
     from genmem.envs.benches import BenchOptions, open_bench
+    from genmem.envs.cooking_experience import experience_prior
     from genmem.envs.stats import mean_interval, paired_difference
     from genmem.experiments.contamination import check_bank_is_clean
-    from genmem.experiments.reader import ReaderConfig, reader_steps, retrieved_support
+    from genmem.experiments.reader import (
+        ReaderConfig,
+        ranked_first,
+        reader_steps,
+        retrieved_support,
+        step_scores,
+    )
     from genmem.memory.location import open_bank
     from genmem.policies.backends import load_chat_model
 
@@ -120,15 +96,17 @@ def main(argv: list[str] | None = None) -> int:
     for task, model, condition in tqdm(todo, desc="rank", disable=args.json):
         chat = chats.get(model) or chats.setdefault(model, load_chat_model(models[model]))
         these = steps[(task.id, condition)]
-        scores = _scores(chat, these)
+        scores = step_scores(chat, these)
         row = {
             "game": task.id,
             "model": model,
             "condition": condition,
             "steps": len(these),
             "support": bool(supports[task.id].strip()) if condition == "memory" else False,
-            "first": _first(these, scores, 0.0),
-            "first_prior": _first(these, scores, args.prior_weight),
+            "first": ranked_first(these, scores),
+            "first_prior": ranked_first(
+                these, scores, prior=experience_prior, prior_weight=args.prior_weight
+            ),
         }
         with out.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(row) + "\n")

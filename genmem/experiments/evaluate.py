@@ -297,7 +297,6 @@ def evaluate(
 
     from genmem.graph.evolver import EvolverConfig
     from genmem.graph.loop import build_genmem_graph
-    from genmem.graph.retriever import RetrieverConfig
     from genmem.graph.stack import StackBudgetConfig
     from genmem.graph.stackplanner import StackPlannerConfig
     from genmem.policies.backends import capped_chat_model
@@ -345,13 +344,7 @@ def evaluate(
                 app = build_genmem_graph(
                     chat,
                     sid_generator=sid_generator if method == "sid" else method_generator(method),
-                    retriever_config=RetrieverConfig(
-                        beam=settings.candidates,
-                        rerank=settings.rerank and settings.candidates > 1,
-                        allowed=settings.allowed,
-                        addresser=settings.addresser,
-                        rewrite=settings.rewrite,
-                    ),
+                    retriever_config=settings.retriever_config(),
                     evolver_config=EvolverConfig(
                         addresser=settings.addresser, writer=settings.experience_writer(env)
                     ),

@@ -43,7 +43,6 @@ class EvolveRunner:
         from genmem.experiments.methods import method_generator
         from genmem.graph.evolver import EvolverConfig
         from genmem.graph.loop import build_genmem_graph
-        from genmem.graph.retriever import RetrieverConfig
         from genmem.graph.stack import StackBudgetConfig
         from genmem.graph.stackplanner import StackPlannerConfig
 
@@ -55,13 +54,7 @@ class EvolveRunner:
             sid_generator=(
                 method_generator(key) if key in ("tfidf", "dense") else self.sid_generator
             ),
-            retriever_config=RetrieverConfig(
-                beam=beam,
-                rerank=cfg.rerank and beam > 1,
-                allowed=cfg.allowed,
-                addresser=cfg.addresser,
-                rewrite=cfg.rewrite,
-            ),
+            retriever_config=cfg.retriever_config(beam),
             evolver_config=EvolverConfig(
                 addresser=cfg.addresser, writer=cfg.experience_writer(self.env)
             ),

@@ -39,12 +39,14 @@ __all__ = [
     "ReaderConfig",
     "ReaderReport",
     "ReaderStep",
+    "ranked_first",
     "ranks_first",
     "reader_games",
     "reader_prompt",
     "reader_steps",
     "retrieved_support",
     "run_reader",
+    "step_scores",
 ]
 
 
@@ -115,19 +117,11 @@ def retrieved_support(
 ) -> dict[str, str]:
     """What MemRetriever gives the planner for each task (task id -> support; '' for none),
     from the evaluation's retriever graph and settings."""
-    from genmem.graph.retriever import RetrieverConfig, build_retriever_graph
+    from genmem.graph.retriever import build_retriever_graph
     from genmem.policies.prompts import NO_MEMORY_ANSWER
 
     retriever = build_retriever_graph(
-        chat,
-        sid_generator=sid_generator,
-        config=RetrieverConfig(
-            beam=config.candidates,
-            rerank=config.rerank and config.candidates > 1,
-            allowed=config.allowed,
-            addresser=config.addresser,
-            rewrite=config.rewrite,
-        ),
+        chat, sid_generator=sid_generator, config=config.retriever_config()
     ).compile()
     context = {"bank_url": config.bank_url, "memory_k": config.memory_k}
     found: dict[str, str] = {}
@@ -195,6 +189,47 @@ def reader_prompt(tokenizer: Any, step: ReaderStep) -> str:
     return str(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
 
 
+def step_scores(
+    scorer: Any, steps: Sequence[ReaderStep], *, rule: str = "mean"
+) -> list[list[float]]:
+    """Each step's valid commands scored by ``scorer`` (a chat model that scores replies) under
+    ``rule``, as the ranking interactor scores them."""
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    from genmem.policies.choice_scoring import rank_scores
+    from genmem.policies.prompts import RANKING_PROMPT
+
+    if rule not in ("mean", "sum"):
+        raise ValueError(f"rule {rule!r}: teacher forcing measures 'mean' or 'sum'")
+    scores = []
+    for step in steps:
+        prompt = [SystemMessage(RANKING_PROMPT), HumanMessage(step.user)]
+        scores.append(rank_scores(rule, scorer.choice_logprobs(prompt, step.commands)))  # type: ignore[arg-type]
+    return scores
+
+
+def ranked_first(
+    steps: Sequence[ReaderStep],
+    scores: Sequence[Sequence[float]],
+    *,
+    prior: Callable[[str, Sequence[str], Mapping[str, Any]], list[float] | None] | None = None,
+    prior_weight: float = 0.0,
+) -> list[bool]:
+    """Per step, whether the walkthrough's command scores above every other valid command once
+    ``prior_weight`` x the action prior over the step's support is added. A tie is not first."""
+    first: list[bool] = []
+    for step, row in zip(steps, scores, strict=True):
+        total = list(row)
+        if prior is not None and prior_weight and step.support.strip():
+            view = {"history": step.history, "notes": step.notes, "commands": step.commands}
+            bonus = prior(step.support, step.commands, view)
+            if bonus is not None:
+                total = [s + prior_weight * b for s, b in zip(total, bonus, strict=True)]
+        mine = total[step.commands.index(step.command)]
+        first.append(sum(s >= mine for s in total) == 1)
+    return first
+
+
 def ranks_first(
     scorer: Any,
     steps: Sequence[ReaderStep],
@@ -203,28 +238,10 @@ def ranks_first(
     prior: Callable[[str, Sequence[str], Mapping[str, Any]], list[float] | None] | None = None,
     prior_weight: float = 0.0,
 ) -> list[bool]:
-    """Per step, whether ``scorer`` (a chat model that scores replies) ranks the walkthrough's
-    command above every other valid command, as the ranking interactor would (``rule``, plus
-    ``prior_weight`` x the action prior over the step's support). A tie is not first."""
-    from langchain_core.messages import HumanMessage, SystemMessage
-
-    from genmem.policies.choice_scoring import rank_scores
-    from genmem.policies.prompts import RANKING_PROMPT
-
-    if rule not in ("mean", "sum"):
-        raise ValueError(f"rule {rule!r}: teacher forcing measures 'mean' or 'sum'")
-    first: list[bool] = []
-    for step in steps:
-        prompt = [SystemMessage(RANKING_PROMPT), HumanMessage(step.user)]
-        scores = rank_scores(rule, scorer.choice_logprobs(prompt, step.commands))  # type: ignore[arg-type]
-        if prior is not None and prior_weight and step.support.strip():
-            view = {"history": step.history, "notes": step.notes, "commands": step.commands}
-            bonus = prior(step.support, step.commands, view)
-            if bonus is not None:
-                scores = [s + prior_weight * b for s, b in zip(scores, bonus, strict=True)]
-        mine = scores[step.commands.index(step.command)]
-        first.append(sum(s >= mine for s in scores) == 1)
-    return first
+    """Per step, whether ``scorer`` ranks the walkthrough's command first, as the ranking
+    interactor would (:func:`step_scores`, then :func:`ranked_first`)."""
+    scores = step_scores(scorer, steps, rule=rule)
+    return ranked_first(steps, scores, prior=prior, prior_weight=prior_weight)
 
 
 def _max_length(tokenizer: Any, pairs: Sequence[tuple[str, str]], cap: int) -> int:

@@ -21,6 +21,7 @@ from genmem.tools.lookup import DEFAULT_LOOKUP_K
 
 if TYPE_CHECKING:
     from genmem.envs.base import Environment
+    from genmem.graph.retriever import RetrieverConfig
     from genmem.policies.experience_writer import ExperienceWriter
 
 __all__ = ["DEFAULT_CANDIDATES", "GraphRunConfig"]
@@ -102,6 +103,20 @@ class GraphRunConfig(BaseModel):
         "replace or merge) or auto (template for a local model where the environment has one, "
         "else model).",
     )
+
+    def retriever_config(self, beam: int | None = None) -> RetrieverConfig:
+        """MemRetriever's settings for these runs (``beam``: candidates decoded, default
+        :attr:`candidates`; reranked only when there are several)."""
+        from genmem.graph.retriever import RetrieverConfig
+
+        beam = self.candidates if beam is None else beam
+        return RetrieverConfig(
+            beam=beam,
+            rerank=self.rerank and beam > 1,
+            allowed=self.allowed,
+            addresser=self.addresser,
+            rewrite=self.rewrite,
+        )
 
     def experience_writer(self, env: Environment) -> ExperienceWriter | None:
         """The writer MemEvolver gets in ``env`` (None: the model writes).
