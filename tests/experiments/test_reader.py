@@ -198,3 +198,39 @@ def test_the_reader_scores_the_ranking_interactors_commands_only() -> None:
     assert node.runners["interactor"].model is reader
     others = [r for name, r in node.runners.items() if name != "interactor"]
     assert others and all(r.model is lead for r in others)  # they keep the graph's model
+
+
+def test_eval_scores_the_games_commands_with_the_reader(
+    cooking_config: CookingConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--reader``: the ranking interactor scores with the reader; the graph's model does not
+    score a command (it coordinates)."""
+    import genmem.policies.backends as backends
+    from genmem.experiments.evaluate import EvalConfig, evaluate
+    from tests.fakes import by_role
+
+    def delegate(messages: list[Any]) -> str:
+        action = {"action": "delegate", "agent": "interactor", "task": "cook"}
+        return json.dumps({"thought": "t", "action": action})
+
+    lead = ScoringChat(reply=by_role(team=delegate, other="<answer>done</answer>"))
+    reader = ScoringChat(responses=[], prefer=["examine cookbook"])
+    loaded: list[str] = []
+    real = backends.capped_chat_model
+
+    def capped(spec: str, *args: Any, **kwargs: Any) -> Any:
+        if spec == "local:/the/reader":
+            loaded.append(spec)
+            return reader
+        return real(spec, *args, **kwargs)
+
+    monkeypatch.setattr(backends, "capped_chat_model", capped)
+    env = CookingEnvironment(cooking_config)
+    settings = EvalConfig(
+        methods=["none"], interactor="rank", reader="local:/the/reader", max_steps=2
+    )
+    report = evaluate(env, settings, out=tmp_path / "eval", model=lead, progress=False)
+    assert loaded == ["local:/the/reader"] and reader.scored and not lead.scored
+    assert report.summaries[0].n == 1
+    saved = json.loads((tmp_path / "eval" / "settings.json").read_text())
+    assert saved["reader"] == "local:/the/reader"  # a resume with another reader is refused
