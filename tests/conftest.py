@@ -55,6 +55,9 @@ _LONGEST = {
     "test_coldstart_killed_while_writing_its_bank_resumes_to_the_same_bank": 47,
     "test_real_default_model_answers_through_the_graph": 19,
     "test_align_killed_mid_run_resumes_from_its_last_whole_checkpoint": 45,
+    # 2 SFT steps of the embedded model on one small cooking game, and two scoring passes
+    # (2026-11-28: 47 s idle, one worker)
+    "test_a_reader_trained_on_the_real_model_ranks_its_walkthrough_better": 47,
 }
 
 
