@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -147,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         "ranked_first": {k: e.model_dump() for k, e in table.items() if e is not None},
         "paired": {k: d.model_dump() for k, d in diffs.items() if d is not None},
         "seconds": round(time.perf_counter() - started, 1),
+        "load": round(os.getloadavg()[0], 2),
         "records": str(out),
     }
     plot = Path(args.plot) if args.plot else out.with_suffix(".png")
@@ -171,7 +173,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"  {key:48s} {100 * d.diff:+6.1f} [{100 * lo:+6.1f}, {100 * hi:+6.1f}] "
                 f"({d.wins} better, {d.losses} worse, {d.ties} ties)"
             )
-    print(f"plot: {result['plot']}  records: {out}  ({result['seconds']:.0f} s)")
+    print(
+        f"plot: {result['plot']}  records: {out}  ({result['seconds']:.0f} s, "
+        f"load {result['load']:.1f})"
+    )
     return 0
 
 
