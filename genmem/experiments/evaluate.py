@@ -331,9 +331,7 @@ def evaluate(
     chat = model
     if chat is None:
         chat = capped_chat_model(settings.model, settings.max_new_tokens)
-    reader = None
-    if settings.reader:
-        reader = capped_chat_model(settings.reader, settings.max_new_tokens)
+    reader = settings.reader_model()
     graphs: dict[str, tuple[Any, str, dict[str, Any]]] = {}
     building = threading.Lock()
 

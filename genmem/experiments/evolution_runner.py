@@ -68,20 +68,12 @@ class EvolveRunner:
             research_tools=self.tools.research,
             interactor_tools=self.tools.interactor,
             interactor_prior=self.env.action_prior(),
-            reader_model=self._reader(),
+            reader_model=cfg.reader_model(),
             scorer=lambda answer, reference: self.env.score(_TASK.get(), answer).score,
             # Only an environment's own verdict may reach MemEvolver, never the score.
             observer=self._observe if self.env.outcome_observable else None,
         ).compile()
         return self.graphs[key]
-
-    def _reader(self) -> Any:
-        """The ranking interactor's own model (``--reader``), or None: the graph's model."""
-        if not self.config.reader:
-            return None
-        from genmem.policies.backends import capped_chat_model
-
-        return capped_chat_model(self.config.reader, self.config.max_new_tokens)
 
     def _observe(self, answer: str | None) -> str | None:
         return self.env.signal(self.env.score(_TASK.get(), answer))

@@ -177,15 +177,21 @@ def reader_steps(env: Environment, task: Task, support: str) -> list[ReaderStep]
     return steps
 
 
+def _conversation(step: ReaderStep) -> list[Any]:
+    """The ranker's conversation before ``step``: its fixed system turn and the step's user turn."""
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    from genmem.policies.prompts import RANKING_PROMPT
+
+    return [SystemMessage(RANKING_PROMPT), HumanMessage(step.user)]
+
+
 def reader_prompt(tokenizer: Any, step: ReaderStep) -> str:
     """The ranker's conversation before ``step``, rendered as the model reads it (ending with
     the assistant's opening): the prompt a command is scored, and trained, after."""
-    from langchain_core.messages import HumanMessage, SystemMessage
-
     from genmem.policies.chat_local import to_chat_messages
-    from genmem.policies.prompts import RANKING_PROMPT
 
-    messages = to_chat_messages([SystemMessage(RANKING_PROMPT), HumanMessage(step.user)])
+    messages = to_chat_messages(_conversation(step))
     return str(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
 
 
@@ -194,17 +200,14 @@ def step_scores(
 ) -> list[list[float]]:
     """Each step's valid commands scored by ``scorer`` (a chat model that scores replies) under
     ``rule``, as the ranking interactor scores them."""
-    from langchain_core.messages import HumanMessage, SystemMessage
-
     from genmem.policies.choice_scoring import rank_scores
-    from genmem.policies.prompts import RANKING_PROMPT
 
     if rule not in ("mean", "sum"):
         raise ValueError(f"rule {rule!r}: teacher forcing measures 'mean' or 'sum'")
     scores = []
     for step in steps:
-        prompt = [SystemMessage(RANKING_PROMPT), HumanMessage(step.user)]
-        scores.append(rank_scores(rule, scorer.choice_logprobs(prompt, step.commands)))  # type: ignore[arg-type]
+        given = scorer.choice_logprobs(_conversation(step), step.commands)
+        scores.append(rank_scores(rule, given))  # type: ignore[arg-type]
     return scores
 
 
@@ -277,6 +280,7 @@ def run_reader(
     from genmem.memory.location import open_bank
     from genmem.policies.backends import capped_chat_model
     from genmem.policies.local import load_policy
+    from genmem.training.config import training_device
     from genmem.training.dynamics import plot_loss
     from genmem.training.policy_io import TrainingRun, model_path, write_policy
     from genmem.training.sft import logged_losses, sft_arguments, sft_train
@@ -303,7 +307,7 @@ def run_reader(
         steps += reader_steps(env, task, supports[task.id])
     steps_path = out / "steps.jsonl"
     steps_path.write_text("".join(s.model_dump_json() + "\n" for s in steps), encoding="utf-8")
-    device = "cpu" if preset.use_cpu else "cuda"
+    device = training_device(preset)
     policy = load_policy(model_path(config.model), fresh=True, dtype="float32")
     if device != "cpu":
         policy.model.to(device)

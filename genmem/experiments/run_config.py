@@ -20,6 +20,8 @@ from genmem.policies.types import RETRIEVER_ALLOWED, AllowedMode
 from genmem.tools.lookup import DEFAULT_LOOKUP_K
 
 if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
     from genmem.envs.base import Environment
     from genmem.graph.retriever import RetrieverConfig
     from genmem.policies.experience_writer import ExperienceWriter
@@ -117,6 +119,15 @@ class GraphRunConfig(BaseModel):
             addresser=self.addresser,
             rewrite=self.rewrite,
         )
+
+    def reader_model(self) -> BaseChatModel | None:
+        """The chat model ``--interactor rank`` scores commands with (``reader``), or None: the
+        graph's own model does."""
+        if not self.reader:
+            return None
+        from genmem.policies.backends import capped_chat_model
+
+        return capped_chat_model(self.reader, self.max_new_tokens)
 
     def experience_writer(self, env: Environment) -> ExperienceWriter | None:
         """The writer MemEvolver gets in ``env`` (None: the model writes).
