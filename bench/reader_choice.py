@@ -15,8 +15,9 @@ condition: the mean over games of the share of steps ranked first, with a 95 % b
 interval over games, and paired differences by game, first among them the issue's test of
 learnt memory use: the reader shown experience minus the control shown none.
 
-Records (one line per game, model and condition) go to ``--out`` as they come; a rerun with
-the same ``--out`` skips what is there::
+Records (one line per game, model and condition) go to ``--out`` as they come, the settings
+they were made with beside them (``<out>.settings.json``); a rerun with the same ``--out`` skips
+what is there, and is refused when its bank, split, prior weight or readers differ::
 
     python bench/reader_choice.py --bank URL --reader reader=DIR1 --reader control=DIR2 \\
         --games 16 --out runs/reader_choice.jsonl
@@ -40,6 +41,26 @@ def _records(path: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
         return {}
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return {(r["game"], r["model"], r["condition"]): r for r in rows}
+
+
+def _settings_differ(path: Path, mine: dict[str, Any]) -> str:
+    """What differs between ``mine`` and the settings at ``path`` ("" when nothing does). A model
+    may be added to a run (its records are its own), never changed; the file keeps them all."""
+    theirs = json.loads(path.read_text()) if path.is_file() else dict(mine)
+    keys = sorted(
+        k for k in mine.keys() | theirs.keys() if k != "models" and mine.get(k) != theirs.get(k)
+    )
+    said = [f"{k}: {theirs.get(k)!r} there, {mine.get(k)!r} now" for k in keys]
+    models = theirs.get("models", {})
+    said += [
+        f"model {name}: {models[name]!r} there, {where!r} now"
+        for name, where in mine["models"].items()
+        if models.get(name, where) != where
+    ]
+    if not said:
+        body = {**theirs, "models": {**models, **mine["models"]}}
+        path.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return "; ".join(said)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,6 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     check_bank_is_clean(open_bank(args.bank), tasks)  # held-out games only
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    mine = {"bank": args.bank, "split": args.split, "prior_weight": args.prior_weight,
+            "models": models}  # fmt: skip
+    differ = _settings_differ(out.with_suffix(".settings.json"), mine)
+    if differ:
+        p.error(f"{out} holds records made with other settings ({differ}); give another --out")
     done = _records(out)
     started = time.perf_counter()
     config = ReaderConfig(bank_url=args.bank, rewrite=False)

@@ -691,22 +691,35 @@ def cached_game_set(
     folder = config.games_dir()
     manifest = folder / _MANIFEST
     if not manifest.is_file():
+        from filelock import FileLock
+
         folder.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-        try:
-            records = generate(staging)
-            spec = config.model_dump(mode="json", exclude={"cache_dir", "max_steps"})
-            payload = {"config": spec, "games": [r.model_dump() for r in records]}
-            (staging / _MANIFEST).write_text(json.dumps(payload, indent=1), encoding="utf-8")
-            try:
-                staging.rename(folder)
-            except OSError:  # another process finished the same set first
-                if not manifest.is_file():
-                    raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        # One builder per set: another process (the other shard of an eval, a test worker)
+        # waits for its games instead of generating the same ones beside it.
+        with FileLock(str(folder) + ".lock"):
+            if not manifest.is_file():
+                _build_set(config, generate, folder)
     data = json.loads(manifest.read_text(encoding="utf-8"))
     return [record.model_validate(g) for g in data["games"]]
+
+
+def _build_set(
+    config: GameSetConfig, generate: Callable[[Path], Sequence[GameRecord]], folder: Path
+) -> None:
+    """Generate a set in a staging folder and rename it into place, the manifest written last."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        records = generate(staging)
+        spec = config.model_dump(mode="json", exclude={"cache_dir", "max_steps"})
+        payload = {"config": spec, "games": [r.model_dump() for r in records]}
+        (staging / _MANIFEST).write_text(json.dumps(payload, indent=1), encoding="utf-8")
+        try:
+            staging.rename(folder)
+        except OSError:  # a set left by a process that held no lock (an older release)
+            if not (folder / _MANIFEST).is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def family_games(config: GameSetConfig) -> dict[int, tuple[Path, dict[str, Any]]]:

@@ -27,13 +27,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm.auto import tqdm
 
 from genmem.envs.base import Environment, Task
 from genmem.experiments.run_config import GraphRunConfig
+
+if TYPE_CHECKING:
+    from genmem.training.policy_io import TrainingRun
 
 __all__ = [
     "ReaderConfig",
@@ -278,12 +281,7 @@ def run_reader(
     import json
 
     from genmem.memory.location import open_bank
-    from genmem.policies.backends import capped_chat_model
-    from genmem.policies.local import load_policy
-    from genmem.training.config import training_device
-    from genmem.training.dynamics import plot_loss
-    from genmem.training.policy_io import TrainingRun, model_path, write_policy
-    from genmem.training.sft import logged_losses, sft_arguments, sft_train
+    from genmem.training.policy_io import TrainingRun
 
     if preset.adapter != "full" or preset.num_processes != 1:
         raise ValueError(
@@ -296,6 +294,38 @@ def run_reader(
             "than the bank was built from, so some are left to train the reader on"
         )
     run = TrainingRun.start(out, "reader", preset)
+    try:
+        report = _train_reader(
+            env, tasks, left_out, config, out, run, preset, max_steps, sid_generator, progress
+        )
+    except BaseException as exc:  # Ctrl-C included: run.json must not stay at "running"
+        run.fail({"games": len(tasks), "left_out": left_out}, f"{type(exc).__name__}: {exc}")
+        raise
+    (out / "settings.json").write_text(json.dumps(config.model_dump(), indent=2) + "\n")
+    run.finish(report.model_dump(mode="json"))
+    return report
+
+
+def _train_reader(
+    env: Environment,
+    tasks: list[Task],
+    left_out: list[str],
+    config: ReaderConfig,
+    out: Path,
+    run: TrainingRun,
+    preset: Any,
+    max_steps: int | None,
+    sid_generator: Any,
+    progress: bool,
+) -> ReaderReport:
+    """:func:`run_reader` after its checks: the steps, the fine-tuning, the files."""
+    from genmem.policies.backends import capped_chat_model
+    from genmem.policies.local import load_policy
+    from genmem.training.config import training_device
+    from genmem.training.dynamics import plot_loss
+    from genmem.training.policy_io import model_path, write_policy
+    from genmem.training.sft import logged_losses, sft_arguments, sft_train
+
     supports: dict[str, str] = {t.id: "" for t in tasks}
     if config.memory:
         chat = capped_chat_model(config.model, config.max_new_tokens)
@@ -324,7 +354,7 @@ def run_reader(
     kind = "with experience" if config.memory else "control, no experience"
     title = f"reader loss ({kind})"
     files["plot"] = plot_loss(losses, out / "reader.png", title=title, steps=loss_steps)
-    report = ReaderReport(
+    return ReaderReport(
         out=str(out),
         memory=config.memory,
         games=len(tasks),
@@ -337,6 +367,3 @@ def run_reader(
         losses=losses,
         files=files,
     )
-    (out / "settings.json").write_text(json.dumps(config.model_dump(), indent=2) + "\n")
-    run.finish(report.model_dump(mode="json"))
-    return report

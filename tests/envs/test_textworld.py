@@ -81,6 +81,38 @@ def test_a_generated_set_is_read_from_the_cache(config: TextWorldConfig) -> None
     assert config.model_copy(update={"seed": 8}).key() != config.key()
 
 
+def test_processes_asking_for_one_set_at_once_build_it_once(tmp_path: Path) -> None:
+    """Two processes (here threads: the lock is a file lock either way) that need the same set
+    at the same time, as the shards of one eval do: one generates it, the other waits and reads
+    the same games."""
+    import threading
+    import time
+
+    from genmem.envs.textworld_env import GameRecord, cached_game_set
+
+    cfg = TextWorldConfig(n_games=1, cache_dir=tmp_path, **SHAPE)
+    calls: list[Path] = []
+
+    def generate(folder: Path) -> list[GameRecord]:
+        calls.append(folder)
+        time.sleep(0.5)  # long enough that the other one asks while this one builds
+        (folder / "g.z8").write_bytes(b"game")
+        return [GameRecord(id="g", file="g.z8", seed=1, objective="o", intro="i", walkthrough=[])]
+
+    got: list[list[GameRecord]] = []
+    threads = [
+        threading.Thread(target=lambda: got.append(cached_game_set(cfg, generate)))
+        for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and len(got) == 2 and got[0] == got[1]
+    assert [r.id for r in got[0]] == ["g"] and (cfg.games_dir() / "g.z8").is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
+
+
 def test_tasks_show_the_objective_and_first_room(env: TextWorldEnvironment) -> None:
     tasks = env.tasks()
     assert [t.id for t in env.tasks(limit=1)] == [tasks[0].id]

@@ -146,6 +146,29 @@ def test_a_reader_trained_on_the_real_model_ranks_its_walkthrough_better(
     assert after > before, (before, after)
 
 
+def test_a_reader_run_that_fails_midway_is_recorded_as_failed(
+    cooking_pair: CookingConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run stopped after it started (here: while it plays the walkthroughs) leaves ``run.json``
+    at "failed" with the error, not at "running"."""
+    from genmem.experiments import reader
+    from genmem.training.config import load_preset
+
+    def broken(*args: Any, **kwargs: Any) -> list[Any]:
+        raise RuntimeError("the game server went away")
+
+    monkeypatch.setattr(reader, "reader_steps", broken)
+    out = tmp_path / "reader"
+    config = ReaderConfig(bank_url=_bank(tmp_path, []), memory=False)
+    env = CookingEnvironment(cooking_pair)
+    with pytest.raises(RuntimeError, match="went away"):
+        run_reader(env, config, out, preset=load_preset("cpu"), progress=False)
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "failed" and run["error"] == "RuntimeError: the game server went away"
+    assert json.loads((out / "report.json").read_text())["games"] == 2
+    assert not (out / "settings.json").exists()
+
+
 def test_train_reader_refuses_what_it_cannot_train(tmp_path: Path, capsys) -> None:
     url = _bank(tmp_path, [])
     base = ["train", "reader", "--bank", url, "--out", str(tmp_path / "r"), "--games", "1"]
