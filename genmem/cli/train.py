@@ -372,7 +372,7 @@ def _register_grpo(tsub: argparse._SubParsersAction) -> None:
     add_field_flags(
         g,
         RolloutConfig,
-        ["constrained", "judge", "max_steps", "max_new_tokens", "max_failures"],
+        ["constrained", "judge", "memory_k", "max_steps", "max_new_tokens", "max_failures"],
         overrides={"max_steps": {"flag": "--max-planner-steps"}},
     )
     add_concurrency_argument(g)

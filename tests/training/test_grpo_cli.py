@@ -101,8 +101,10 @@ def test_joint_grpo_trains_whole_turns_through_the_graph(
     out = tmp_path / "grpo"
     code = main([
         "train", "grpo", "--bank", seed_bank_url, "--limit", "1", "--train-steps", "2",
-        "--constrained", "--max-new-tokens", "16", "--out", str(out), "--json",
+        "--constrained", "--max-new-tokens", "16", "--memory-k", "1", "--out", str(out), "--json",
     ])  # fmt: skip
+    # --memory-k 1: one entry per lookup (3 by default) keeps the masked lookup turns, which
+    # the policy and its reference read on every step, at 700-1,240 tokens instead of 1,100-1,800.
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert report["steps"] == 2 and report["rollouts"] == 4 and report["completion"] == "whole"
@@ -157,6 +159,7 @@ def test_joint_grpo_trains_whole_turns_through_the_graph(
         reply_text = tok.decode(ids[s2:e2], skip_special_tokens=True)
         assert sid_text == row["completion"] and DEFAULT_SPEC.is_valid(sid_text.strip())
         assert "memory_lookup results" in env_text and "<tool_response>" in env_text
+        assert env_text.count("<retrieved_memory sid=") == 1  # --memory-k 1
         assert row["completion"].strip() in env_text  # the lookup call names the SID
         parts = [p["part"] for p in row["turns"]]
         want = "rewrite" if row["role"] == "retriever" else "decision"
