@@ -207,27 +207,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _plot(table: dict[str, Any], path: Path, result: dict[str, Any]) -> str:
-    import matplotlib
+    from genmem.experiments.plots import plot_estimates
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    keys = [k for k, e in table.items() if e is not None]
-    means = [100 * table[k].mean for k in keys]
-    low = [100 * (table[k].mean - table[k].ci[0]) for k in keys]
-    high = [100 * (table[k].ci[1] - table[k].mean) for k in keys]
-    fig, ax = plt.subplots(figsize=(max(6, 0.8 * len(keys)), 4))
-    ax.bar(range(len(keys)), means, yerr=[low, high], capsize=3, color="#6a8caf")
-    ax.set_xticks(range(len(keys)), keys, rotation=35, ha="right", fontsize=8)
-    ax.set_ylabel("walkthrough command ranked first (%)")
-    ax.set_title(
-        f"{result['bench']}, {result['games']} games, {result['steps']} steps (95 % CI over games)",
-        fontsize=9,
+    title = (
+        f"{result['bench']}, {result['games']} games, {result['steps']} steps (95 % CI over games)"
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return str(path)
+    return str(
+        plot_estimates(table, path, ylabel="walkthrough command ranked first (%)", title=title)
+    )
 
 
 if __name__ == "__main__":

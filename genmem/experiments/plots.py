@@ -7,11 +7,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from genmem.envs.stats import Estimate
     from genmem.experiments.evaluate import EvalReport
     from genmem.experiments.fusion import FusionReport
     from genmem.experiments.symbols import SymbolsReport
 
-__all__ = ["plot_eval_summary", "plot_fusion", "plot_prefix_hits", "plot_symbols"]
+__all__ = [
+    "plot_estimates",
+    "plot_eval_summary",
+    "plot_fusion",
+    "plot_prefix_hits",
+    "plot_symbols",
+]
 
 _COLORS = {"none": "#8C8C8C", "tfidf": "#DD8452", "dense": "#55A868", "sid": "#4C72B0"}
 
@@ -30,6 +37,30 @@ def _yerr(values: Sequence[float], cis: Sequence[Sequence[float] | None]) -> lis
     below = [v - ci[0] if ci else 0.0 for v, ci in zip(values, cis, strict=True)]
     above = [ci[1] - v if ci else 0.0 for v, ci in zip(values, cis, strict=True)]
     return [[max(b, 0.0) for b in below], [max(a, 0.0) for a in above]]
+
+
+def plot_estimates(
+    table: Mapping[str, Estimate | None], path: Path, *, ylabel: str, title: str
+) -> Path:
+    """One bar per named estimate (a share in [0, 1], drawn in %) with its bootstrap interval;
+    a missing estimate is left out."""
+    plt = _pyplot()
+    keys = [k for k, e in table.items() if e is not None]
+    values = [100 * table[k].mean for k in keys]  # type: ignore[union-attr]
+    cis = [[100 * c for c in table[k].ci] for k in keys]  # type: ignore[union-attr]
+    long = max((len(k) for k in keys), default=0) > 10
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.85 * len(keys)), 4.0))
+    ax.bar(range(len(keys)), values, yerr=_yerr(values, cis), capsize=3, color="#6a8caf")
+    if long:
+        ax.set_xticks(range(len(keys)), keys, rotation=35, ha="right", fontsize=8)
+    else:
+        ax.set_xticks(range(len(keys)), keys)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def plot_eval_summary(report: EvalReport, metric_names: Sequence[str], path: Path) -> Path:

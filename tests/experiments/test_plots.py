@@ -43,3 +43,20 @@ def test_eval_summary_png_has_the_intervals_as_error_bars(tmp_path: Path, errorb
         pytest.approx([30.0, 30.0]),
         pytest.approx([20.0, 20.0]),
     ]
+
+
+def test_each_named_estimate_is_a_bar_with_its_interval(tmp_path: Path, errorbars) -> None:
+    from genmem.envs.stats import mean_interval
+    from genmem.experiments.plots import plot_estimates
+
+    table = {"sid": mean_interval([0.6, 0.8]), "gone": None, "best": mean_interval([0.9, 0.9])}
+    path = plot_estimates(table, tmp_path / "p.png", ylabel="share (%)", title="t")
+    assert path.read_bytes()[:4] == b"\x89PNG"
+    [bars] = errorbars  # one bar per estimate; the missing one left out
+    assert bars["x"] == [0, 1] and bars["y"] == pytest.approx([70.0, 90.0])
+    sid = table["sid"]
+    assert sid is not None
+    below, above = (list(side) for side in bars["yerr"])
+    assert below[0] == pytest.approx(100 * (sid.mean - sid.ci[0]))
+    assert above[0] == pytest.approx(100 * (sid.ci[1] - sid.mean))
+    assert below[1] == above[1] == 0.0  # a constant estimate has no spread
