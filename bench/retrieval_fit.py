@@ -89,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     config = ReaderConfig(bank_url=args.bank, rewrite=False)
     chat = load_chat_model("local")  # the retriever graph's; with no rewrite it writes nothing
     supports = {
-        m: retrieved_support(chat, tasks, config, sid_generator=method_generator(m))
+        m: retrieved_support(
+            chat, tasks, config, sid_generator=method_generator(m), progress=not args.json
+        )
         for m in methods
         if any((t.id, m) not in done for t in tasks)
     }
